@@ -1,0 +1,1 @@
+"""The `odradek` command: Kafka's tools as subcommands."""

@@ -1,0 +1,1 @@
+"""Sans-IO Kafka protocol: frames, headers, message schemas, record batches, errors."""
