@@ -1,1 +1,1 @@
-"""cluster"""
+"""Cluster metadata (brokers, topics, partitions, configs) and the controller that changes it."""

@@ -25,7 +25,7 @@ class RequestHeader:
     client_id: str | None
 
 
-def peek_ids(frame: bytes | memoryview) -> tuple[int, int, int]:
+def peek_ids(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     """(api_key, api_version, correlation_id) of a frame, to answer even unparseable ones."""
     if len(frame) < 8:
         raise InvalidRequest("request shorter than its header")

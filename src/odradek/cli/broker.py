@@ -1,0 +1,53 @@
+"""`odradek broker`: start a broker, as Kafka's kafka-server-start.sh does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+import typer
+
+from odradek.cli.common import fail, parse_pairs
+from odradek.configdef import ConfigError
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def install_event_loop() -> None:
+    """asyncio by default; ODRADEK_EVENT_LOOP=uvloop picks uvloop (see docs/performance.md)."""
+    if os.environ.get("ODRADEK_EVENT_LOOP", "asyncio") == "uvloop":
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def broker(
+    properties: Path | None = typer.Argument(None, help="server.properties file",
+                                             exists=True, dir_okay=False),
+    override: list[str] | None = typer.Option(None, "--override",
+                                              help="property=value, repeatable"),
+    log_level: str = typer.Option("INFO", "--log-level", envvar="ODRADEK_LOG_LEVEL"),
+) -> None:
+    """Start a broker: `odradek broker [server.properties] [--override key=value ...]`."""
+    from odradek.server.broker import run_broker
+    from odradek.server.config import BrokerConfig
+
+    setup_logging(log_level)
+    try:
+        config = BrokerConfig.load(properties, parse_pairs(override, "override"))
+    except ConfigError as e:
+        fail(str(e))
+    install_event_loop()
+    try:
+        asyncio.run(run_broker(config))
+    except OSError as e:
+        fail(f"cannot start the broker: {e}")
+    except KeyboardInterrupt:
+        pass

@@ -1,0 +1,138 @@
+"""`odradek topics`: create, list, describe, alter, delete — as kafka-topics.sh does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from odradek.cli.common import (
+    BootstrapOption,
+    client_config,
+    console,
+    error_text,
+    fail,
+    parse_pairs,
+    reported,
+)
+
+app = typer.Typer(no_args_is_help=True, help="Manage topics (kafka-topics.sh).")
+
+TIMEOUT_S = 30
+
+
+def admin(bootstrap: str, extra: list[str] | None = None) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(client_config(bootstrap, extra))
+
+
+def _wait(futures: dict[Any, Any]) -> None:
+    for name, future in futures.items():
+        try:
+            future.result(TIMEOUT_S)
+        except Exception as e:  # confluent-kafka raises KafkaException per topic
+            fail(f"{name}: {error_text(e)}")
+
+
+@app.command()
+def create(
+    topic: str = typer.Argument(..., help="Topic name"),
+    partitions: int = typer.Option(-1, "--partitions", "-p",
+                                   help="Partitions (default: the broker's num.partitions)"),
+    replication_factor: int = typer.Option(-1, "--replication-factor", "-r"),
+    config: list[str] | None = typer.Option(None, "--config", "-c", help="key=value, repeatable"),
+    if_not_exists: bool = typer.Option(False, "--if-not-exists"),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Create a topic."""
+    from confluent_kafka.admin import NewTopic
+
+    with reported():
+        client = admin(bootstrap)
+        if if_not_exists and topic in client.list_topics(timeout=TIMEOUT_S).topics:
+            return
+        new = NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor,
+                       config=parse_pairs(config))
+        _wait(client.create_topics([new], request_timeout=TIMEOUT_S))
+        console.print(f"Created topic {topic}.")
+
+
+@app.command("list")
+def list_topics(
+    include_internal: bool = typer.Option(False, "--include-internal"),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """List topic names."""
+    with reported():
+        md = admin(bootstrap).list_topics(timeout=TIMEOUT_S)
+        for name in sorted(md.topics):
+            if name.startswith("__") and not include_internal:
+                continue
+            print(name)
+
+
+@app.command()
+def describe(
+    topics: list[str] | None = typer.Argument(None, help="Topics (default: all)"),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Describe topics with the columns kafka-topics --describe prints."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import ConfigResource
+
+    with reported():
+        client = admin(bootstrap)
+        md = client.list_topics(timeout=TIMEOUT_S)
+        names = topics or sorted(n for n in md.topics if not n.startswith("__"))
+        for name in names:
+            if name not in md.topics or md.topics[name].error is not None:
+                fail(f"Topic '{name}' does not exist.")
+        ids: dict[str, str] = {}
+        if names:
+            described = client.describe_topics(TopicCollection(names))
+            for name, fut in described.items():
+                ids[name] = str(fut.result(TIMEOUT_S).topic_id)
+        for name in names:
+            t = md.topics[name]
+            res = ConfigResource(ConfigResource.Type.TOPIC, name)
+            entries = client.describe_configs([res])[res].result(TIMEOUT_S)
+            overrides = ",".join(
+                f"{k}={v.value}" for k, v in sorted(entries.items())
+                if v.source == 1  # DYNAMIC_TOPIC_CONFIG
+            )
+            parts = sorted(t.partitions.values(), key=lambda p: p.id)
+            rf = len(parts[0].replicas) if parts else 0
+            print(f"Topic: {name}\tTopicId: {ids.get(name, '')}\tPartitionCount: {len(parts)}\t"
+                  f"ReplicationFactor: {rf}\tConfigs: {overrides}")
+            for p in parts:
+                print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
+                      f"Replicas: {','.join(map(str, p.replicas))}\t"
+                      f"Isr: {','.join(map(str, p.isrs))}")
+
+
+@app.command()
+def alter(
+    topic: str = typer.Argument(...),
+    partitions: int = typer.Option(..., "--partitions", "-p", help="New partition count"),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Add partitions to a topic (never fewer)."""
+    from confluent_kafka.admin import NewPartitions
+
+    with reported():
+        _wait(admin(bootstrap).create_partitions([NewPartitions(topic, partitions)],
+                                                 request_timeout=TIMEOUT_S))
+        console.print(f"Topic {topic} now has {partitions} partitions.")
+
+
+@app.command()
+def delete(
+    topics: list[str] = typer.Argument(...),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Delete topics."""
+    with reported():
+        _wait(admin(bootstrap).delete_topics(topics, request_timeout=TIMEOUT_S))
+        for t in topics:
+            console.print(f"Deleted topic {t}.")

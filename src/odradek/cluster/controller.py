@@ -1,0 +1,263 @@
+"""The controller: the one place that changes the metadata image.
+
+Every change is validated, persisted through the store, and then announced to the
+listeners (the broker creates or deletes logs, applies configs) — in that order, so a
+crash between the two leaves the store as the source of truth the broker reconciles
+against at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from odradek.cluster.metadata import (
+    BrokerInfo,
+    MetadataImage,
+    PartitionInfo,
+    TopicInfo,
+    new_topic_id,
+    validate_topic_name,
+)
+from odradek.cluster.store import MetadataStore
+from odradek.configdef import ConfigError
+from odradek.protocol.errors import (
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidReplicationFactor,
+    InvalidRequest,
+    InvalidTopic,
+    TopicAlreadyExists,
+    TopicDeletionDisabled,
+    UnknownTopicOrPartition,
+)
+from odradek.storage.log_config import TOPIC_CONFIGS
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK = 1000
+
+Listener = Callable[[str, MetadataImage, MetadataImage, str], None]
+"""(event, old image, new image, topic name) — event is created/deleted/partitions/configs."""
+
+
+class Controller:
+    def __init__(
+        self,
+        store: MetadataStore,
+        *,
+        cluster_id: str,
+        local_broker: BrokerInfo,
+        broker_defaults: Callable[[], Mapping[str, Any]],
+    ) -> None:
+        self.store = store
+        self.node_id = local_broker.node_id
+        self._broker_defaults = broker_defaults
+        self._listeners: list[Listener] = []
+        data = store.load()
+        topics = MetadataImage.topics_from_json(data) if data else {}
+        self.image = MetadataImage(
+            cluster_id=(data or {}).get("cluster_id", cluster_id),
+            controller_id=local_broker.node_id,
+            brokers={local_broker.node_id: local_broker},
+            topics=topics,
+            broker_configs=dict((data or {}).get("broker_configs", {})),
+            next_producer_id=int((data or {}).get("next_producer_id", 0)),
+        )
+        self._pid_next = self.image.next_producer_id
+        self._pid_end = self.image.next_producer_id
+        if data is None:
+            self.store.save(self.image.to_json())
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def _commit(self, new: MetadataImage, event: str, topic: str) -> None:
+        old = self.image
+        self.store.save(new.to_json())
+        self.image = new
+        for listener in self._listeners:
+            listener(event, old, new, topic)
+
+    # ---- topics -----------------------------------------------------------------
+
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        clean: dict[str, str] = {}
+        for name, value in configs.items():
+            if name not in TOPIC_CONFIGS:
+                raise InvalidConfig(f"Unknown topic config name: {name}")
+            if value is None:
+                raise InvalidConfig(f"Null value not supported for topic config {name}")
+            try:
+                TOPIC_CONFIGS[name].parse(value)
+            except ConfigError as e:
+                raise InvalidConfig(str(e)) from None
+            clean[name] = str(value)
+        return clean
+
+    def _live_brokers(self) -> list[int]:
+        return sorted(b.node_id for b in self.image.brokers.values() if not b.fenced)
+
+    def _assign(self, first: int, count: int, rf: int) -> list[tuple[int, ...]]:
+        """Round-robin replica placement with a staggered start, like Kafka's."""
+        brokers = self._live_brokers()
+        if rf > len(brokers):
+            raise InvalidReplicationFactor(
+                f"Replication factor: {rf} larger than available brokers: {len(brokers)}."
+            )
+        out = []
+        for p in range(first, first + count):
+            start = p % len(brokers)
+            out.append(tuple(brokers[(start + i) % len(brokers)] for i in range(rf)))
+        return out
+
+    def _check_assignment(self, assignment: Sequence[Sequence[int]], rf: int | None) -> None:
+        live = set(self._live_brokers())
+        for replicas in assignment:
+            if not replicas or len(set(replicas)) != len(replicas):
+                raise InvalidRequest(f"Invalid replica assignment {list(replicas)}")
+            if rf is not None and len(replicas) != rf:
+                raise InvalidRequest("Inconsistent replication factor in the assignment")
+            unknown = set(replicas) - live
+            if unknown:
+                raise InvalidRequest(f"Unknown broker ids in assignment: {sorted(unknown)}")
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self.image.topics:
+            raise TopicAlreadyExists(f"Topic '{name}' already exists.")
+        clean = self.validate_topic_configs(configs or {})
+        defaults = self._broker_defaults()
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                raise InvalidRequest(
+                    "Both numPartitions or replicationFactor and replicasAssignments were set."
+                )
+            if sorted(assignments) != list(range(len(assignments))):
+                raise InvalidPartitions("Partitions should be consecutive, starting from 0")
+            replica_lists = [tuple(assignments[p]) for p in range(len(assignments))]
+            self._check_assignment(replica_lists, len(replica_lists[0]))
+        else:
+            if num_partitions == -1:
+                num_partitions = int(defaults.get("num.partitions", 1))
+            if replication_factor == -1:
+                replication_factor = int(defaults.get("default.replication.factor", 1))
+                replication_factor = min(replication_factor, len(self._live_brokers()))
+            if num_partitions <= 0:
+                raise InvalidPartitions("Number of partitions must be larger than 0.")
+            if replication_factor <= 0:
+                raise InvalidReplicationFactor("Replication factor must be larger than 0.")
+            replica_lists = self._assign(0, num_partitions, replication_factor)
+        topic = TopicInfo(
+            name=name,
+            topic_id=new_topic_id(),
+            partitions=tuple(
+                PartitionInfo(p, replicas[0], 0, replicas, replicas)
+                for p, replicas in enumerate(replica_lists)
+            ),
+            configs=clean,
+        )
+        colliding = [t for t in self.image.topics if t.replace(".", "_") == name.replace(".", "_")]
+        if colliding:
+            raise InvalidTopic(
+                f"Topic '{name}' collides with existing topic: {colliding[0]}: topics with a "
+                "period ('.') or underscore ('_') could collide"
+            )
+        if validate_only:
+            return topic
+        topics = dict(self.image.topics)
+        topics[name] = topic
+        self._commit(replace(self.image, topics=topics), "created", name)
+        log.info("created topic %s with %d partitions", name, len(topic.partitions))
+        return topic
+
+    def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        if not enabled:
+            raise TopicDeletionDisabled("Topic deletion is disabled.")
+        topics = dict(self.image.topics)
+        del topics[name]
+        self._commit(replace(self.image, topics=topics), "deleted", name)
+        log.info("deleted topic %s", name)
+        return topic
+
+    def create_partitions(
+        self,
+        name: str,
+        total: int,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        current = len(topic.partitions)
+        if total < current:
+            raise InvalidPartitions(
+                f"Topic currently has {current} partitions, which is higher than the "
+                f"requested {total}."
+            )
+        if total == current:
+            raise InvalidPartitions(f"Topic already has {current} partitions.")
+        added = total - current
+        if assignments:
+            if len(assignments) != added:
+                raise InvalidRequest(
+                    f"Increasing the number of partitions by {added} but {len(assignments)} "
+                    "assignments provided."
+                )
+            replica_lists = [tuple(a) for a in assignments]
+            self._check_assignment(replica_lists, topic.replication_factor)
+        else:
+            replica_lists = self._assign(current, added, topic.replication_factor)
+        new_parts = tuple(
+            PartitionInfo(current + i, r[0], 0, r, r) for i, r in enumerate(replica_lists)
+        )
+        updated = replace(topic, partitions=topic.partitions + new_parts)
+        if not validate_only:
+            topics = dict(self.image.topics)
+            topics[name] = updated
+            self._commit(replace(self.image, topics=topics), "partitions", name)
+        return updated
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicInfo:
+        """Replace a topic's overrides with `configs` (validated)."""
+        topic = self.image.topics.get(name)
+        if topic is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        clean = self.validate_topic_configs(configs)
+        updated = topic.with_configs(clean)
+        topics = dict(self.image.topics)
+        topics[name] = updated
+        self._commit(replace(self.image, topics=topics), "configs", name)
+        return updated
+
+    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        self._commit(replace(self.image, broker_configs=dict(configs)), "broker-configs", "")
+
+    # ---- producer ids -----------------------------------------------------------
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, across restarts: blocks are persisted."""
+        if self._pid_next >= self._pid_end:
+            start = self.image.next_producer_id
+            new = replace(self.image, next_producer_id=start + PRODUCER_ID_BLOCK)
+            self.store.save(new.to_json())
+            self.image = new
+            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+

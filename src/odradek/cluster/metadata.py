@@ -1,0 +1,164 @@
+"""The metadata image: what every broker knows about the cluster.
+
+Values only; the controller (controller.py) makes new images, the stores persist them.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from odradek.protocol.errors import InvalidTopic
+
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's rules: 1-249 chars of [a-zA-Z0-9._-], and not '.' or '..'."""
+    if not name:
+        raise InvalidTopic("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopic("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopic(
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters"
+        )
+    if not _LEGAL.match(name):
+        raise InvalidTopic(
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def uuid_to_kafka(u: uuid.UUID) -> str:
+    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def kafka_to_uuid(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def new_topic_id() -> uuid.UUID:
+    # Kafka never hands out the zero id or one whose string starts with '-'.
+    while True:
+        u = uuid.uuid4()
+        if u != ZERO_UUID and not uuid_to_kafka(u).startswith("-"):
+            return u
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    listeners: tuple[tuple[str, str, int], ...] = ()  # (listener name, host, port)
+    fenced: bool = False
+
+    def endpoint(self, listener: str) -> tuple[str, int]:
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    partition_epoch: int = 0
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionInfo, ...]
+    configs: dict[str, str] = field(default_factory=dict)  # overrides, as strings
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+    @property
+    def replication_factor(self) -> int:
+        return len(self.partitions[0].replicas) if self.partitions else 0
+
+    def with_configs(self, configs: dict[str, str]) -> TopicInfo:
+        return replace(self, configs=dict(configs))
+
+
+@dataclass(frozen=True)
+class MetadataImage:
+    cluster_id: str
+    controller_id: int
+    brokers: dict[int, BrokerInfo]
+    topics: dict[str, TopicInfo]
+    broker_configs: dict[str, str] = field(default_factory=dict)  # dynamic, cluster-wide
+    next_producer_id: int = 0
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        for t in self.topics.values():
+            if t.topic_id == topic_id:
+                return t
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self.next_producer_id,
+            "broker_configs": self.broker_configs,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": uuid_to_kafka(t.topic_id),
+                    "configs": t.configs,
+                    "partitions": [
+                        {
+                            "partition": p.partition,
+                            "leader": p.leader,
+                            "leader_epoch": p.leader_epoch,
+                            "replicas": list(p.replicas),
+                            "isr": list(p.isr),
+                            "partition_epoch": p.partition_epoch,
+                        }
+                        for p in t.partitions
+                    ],
+                }
+                for t in self.topics.values()
+            ],
+        }
+
+    @staticmethod
+    def topics_from_json(data: dict[str, Any]) -> dict[str, TopicInfo]:
+        topics: dict[str, TopicInfo] = {}
+        for t in data.get("topics", []):
+            parts = tuple(
+                PartitionInfo(
+                    partition=p["partition"],
+                    leader=p["leader"],
+                    leader_epoch=p["leader_epoch"],
+                    replicas=tuple(p["replicas"]),
+                    isr=tuple(p["isr"]),
+                    partition_epoch=p.get("partition_epoch", 0),
+                )
+                for p in t["partitions"]
+            )
+            topics[t["name"]] = TopicInfo(
+                t["name"], kafka_to_uuid(t["topic_id"]), parts, dict(t.get("configs", {}))
+            )
+        return topics

@@ -1,0 +1,1 @@
+"""Partitions as replicas: leadership, high watermark, delayed produce and fetch."""

@@ -1,0 +1,144 @@
+"""The replica manager: the broker's partitions and the reads and writes on them.
+
+A single broker leads every partition it holds, so the high watermark follows the log
+end offset at each append. With followers the watermark will advance as they fetch;
+everything above this layer already reads up to `high_watermark`, not the log end.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from odradek.protocol.errors import KafkaError, UnknownTopicOrPartition
+from odradek.replication.purgatory import DelayedFetch
+
+if TYPE_CHECKING:
+    from odradek.storage.log import AppendInfo, Log
+    from odradek.storage.manager import LogManager
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class Partition:
+    topic: str
+    index: int
+    topic_id: uuid.UUID
+    log: Log
+    leader_epoch: int = 0
+    waiters: set[DelayedFetch] = field(default_factory=set)
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.log.high_watermark
+
+    def append(self, records: bytearray | memoryview) -> AppendInfo:
+        info = self.log.append_as_leader(records, self.leader_epoch)
+        if not info.duplicate:
+            # the only replica: everything appended is committed
+            self.log.high_watermark = self.log.log_end_offset
+            if self.waiters:
+                nbytes = len(records)
+                for waiter in list(self.waiters):
+                    waiter.on_append(nbytes)
+        self.log.maybe_flush()
+        return info
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRead:
+    """One partition's part of a fetch."""
+
+    partition: Partition | None
+    error: KafkaError | None
+    records: bytes = b""
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+
+class ReplicaManager:
+    def __init__(self, logs: LogManager) -> None:
+        self.logs = logs
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def get(self, topic: str, index: int) -> Partition:
+        p = self.partitions.get((topic, index))
+        if p is None:
+            raise UnknownTopicOrPartition(
+                f"This server does not host this topic-partition {topic}-{index}"
+            )
+        return p
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[(partition.topic, partition.index)] = partition
+
+    def remove_topic(self, topic: str) -> list[Partition]:
+        gone = [p for key, p in self.partitions.items() if key[0] == topic]
+        for p in gone:
+            del self.partitions[(p.topic, p.index)]
+            for waiter in list(p.waiters):
+                waiter.complete()
+        return gone
+
+    def topic_partitions(self, topic: str) -> list[Partition]:
+        return sorted(
+            (p for key, p in self.partitions.items() if key[0] == topic), key=lambda p: p.index
+        )
+
+    # ---- fetch ------------------------------------------------------------------
+
+    def read(
+        self,
+        wanted: Iterable[tuple[Partition | None, KafkaError | None, int, int]],
+        max_bytes: int,
+        read_committed: bool,
+    ) -> tuple[list[PartitionRead], int]:
+        """Read each (partition, error, offset, partition_max_bytes) within `max_bytes` overall.
+
+        The first partition with data returns at least one whole batch even when it is
+        larger than the limits (KIP-74), so a consumer always makes progress.
+        """
+        results: list[PartitionRead] = []
+        total = 0
+        for partition, error, offset, partition_max in wanted:
+            if partition is None:
+                results.append(PartitionRead(None, error))
+                continue
+            limit = partition.last_stable_offset if read_committed else partition.high_watermark
+            budget = min(partition_max, max(max_bytes - total, 0))
+            try:
+                result = partition.log.read(
+                    offset, budget, max_offset=limit, min_one_batch=total == 0
+                )
+            except KafkaError as e:
+                results.append(
+                    PartitionRead(
+                        partition,
+                        e,
+                        high_watermark=partition.high_watermark,
+                        last_stable_offset=partition.last_stable_offset,
+                        log_start_offset=partition.log.log_start_offset,
+                    )
+                )
+                continue
+            total += len(result.records)
+            results.append(
+                PartitionRead(
+                    partition,
+                    None,
+                    result.records,
+                    partition.high_watermark,
+                    partition.last_stable_offset,
+                    partition.log.log_start_offset,
+                )
+            )
+        return results, total

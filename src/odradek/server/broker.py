@@ -1,0 +1,278 @@
+"""The broker: owns the config, the logs, the metadata and the listeners.
+
+Start-up order matters: recover the logs (in threads, it can take a while), bind the
+listeners (so port 0 resolves before we advertise ourselves), load the metadata image,
+reconcile the logs on disk against it, then start serving.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from odradek.cluster.controller import Controller
+from odradek.cluster.metadata import BrokerInfo, MetadataImage, uuid_to_kafka
+from odradek.cluster.store import FileMetadataStore
+from odradek.replication.replica_manager import Partition, ReplicaManager
+from odradek.server.config import BROKER_CONFIGS, BrokerConfig
+from odradek.server.configs import overrides_as_mapping
+from odradek.server.metrics import BrokerMetrics
+from odradek.storage.checkpoints import (
+    META_PROPERTIES,
+    read_meta_properties,
+    read_partition_metadata,
+)
+from odradek.storage.log_config import LogConfig
+from odradek.storage.manager import LogManager
+
+if TYPE_CHECKING:
+    from odradek.server.connection import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        self.metrics = BrokerMetrics()
+        self.connections: set[KafkaConnection] = set()
+        self.max_request_size = int(config["socket.request.max.bytes"])
+        self.max_queued_requests = int(config["queued.max.requests"])
+        self.bound: dict[str, tuple[str, int]] = {}
+        self._servers: list[asyncio.Server] = []
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._stopping = False
+        self.logs: LogManager
+        self.controller: Controller
+        self.replicas: ReplicaManager
+
+    # ---- lifecycle --------------------------------------------------------------
+
+    async def start(self) -> None:
+        for warning in self.config.warnings():
+            log.warning("risky setting: %s", warning)
+        loop = asyncio.get_running_loop()
+        dirs = self.config.log_dirs
+        for d in dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        self.logs = LogManager(
+            dirs,
+            node_id=self.node_id,
+            cluster_id=self._cluster_id(dirs),
+            config=self._config_for_dir_name,
+            recovery_threads_per_dir=int(self.config["num.recovery.threads.per.data.dir"]),
+            producer_id_expiration_ms=int(self.config["producer.id.expiration.ms"]),
+        )
+        await loop.run_in_executor(None, self.logs.startup)
+        log.info("loaded %d logs from %s in %.2fs", len(self.logs.all_logs()),
+                 ", ".join(str(d) for d in dirs), time.monotonic() - started)
+        await self._bind()
+        me = self._broker_info()
+        self.controller = Controller(
+            FileMetadataStore(dirs[0]),
+            cluster_id=self.logs.cluster_id,
+            local_broker=me,
+            broker_defaults=self.config.values,
+        )
+        self._apply_dynamic_broker_configs(self.controller.image)
+        self.replicas = ReplicaManager(self.logs)
+        self._reconcile()
+        self.controller.add_listener(self._on_metadata_change)
+        for server in self._servers:
+            await server.start_serving()
+        self._every(int(self.config["log.flush.scheduler.interval.ms"]), self._flush_due)
+        self._every(int(self.config["log.flush.offset.checkpoint.interval.ms"]) or 60_000,
+                    self.logs.checkpoint)
+        self._every(30_000, self._close_idle_connections)
+        log.info("odradek broker %d started, cluster %s, listening on %s", self.node_id,
+                 self.controller.image.cluster_id,
+                 ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
+
+    async def stop(self) -> None:
+        if self._stopping:
+            return
+        self._stopping = True
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for server in self._servers:
+            await server.wait_closed()
+        await asyncio.sleep(0)
+        self.logs.shutdown()
+        log.info("odradek broker %d stopped", self.node_id)
+
+    async def _bind(self) -> None:
+        from odradek.server.connection import KafkaConnection
+
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            server = await loop.create_server(
+                lambda name=listener.name: KafkaConnection(self, name),  # type: ignore[misc]
+                host=listener.host or None,
+                port=listener.port,
+                reuse_address=True,
+                start_serving=False,
+                backlog=1024,
+            )
+            sock = server.sockets[0]
+            host, port = sock.getsockname()[:2]
+            self.bound[listener.name] = (listener.host or host, port)
+            self._servers.append(server)
+
+    def _cluster_id(self, dirs: list[Path]) -> str:
+        """The id recorded in the data dirs, else the configured one, else a new one."""
+        for d in dirs:
+            meta = read_meta_properties(d / META_PROPERTIES)
+            if meta is not None and meta.cluster_id:
+                return meta.cluster_id
+        configured = self.config["cluster.id"]
+        return str(configured) if configured else uuid_to_kafka(uuid.uuid4())
+
+    def _broker_info(self) -> BrokerInfo:
+        endpoints = []
+        for adv in self.config.advertised_listeners:
+            port = adv.port
+            if port == 0 and adv.name in self.bound:
+                port = self.bound[adv.name][1]
+            endpoints.append((adv.name, adv.host, port))
+        first = endpoints[0]
+        return BrokerInfo(self.node_id, first[1], first[2], self.config["broker.rack"],
+                          tuple(endpoints))
+
+    def track(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _every(self, interval_ms: int, fn: Callable[[], Any]) -> None:
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(interval_ms / 1000)
+                try:
+                    result = fn()
+                    if isinstance(result, Awaitable):
+                        await result
+                except Exception:
+                    log.exception("background task %s failed", getattr(fn, "__name__", fn))
+
+        self.track(asyncio.ensure_future(loop()))
+
+    # ---- logs and metadata ------------------------------------------------------
+
+    def log_config_for(self, topic: str) -> LogConfig:
+        info = self.controller.image.topics.get(topic)
+        overrides = overrides_as_mapping(info.configs) if info else {}
+        return LogConfig.resolve(overrides, self.config.values())
+
+    def _config_for_dir_name(self, topic: str) -> LogConfig:
+        """Config for a log found on disk at start-up, before the image is loaded."""
+        store = FileMetadataStore(self.config.log_dirs[0]).load() or {}
+        topics = MetadataImage.topics_from_json(store) if store else {}
+        info = topics.get(topic)
+        overrides = overrides_as_mapping(info.configs) if info else {}
+        return LogConfig.resolve(overrides, self.config.values())
+
+    def _reconcile(self) -> None:
+        image = self.controller.image
+        wanted: set[tuple[str, int]] = set()
+        for topic in image.topics.values():
+            for p in topic.partitions:
+                if self.node_id in p.replicas:
+                    wanted.add((topic.name, p.partition))
+        for existing in self.logs.all_logs():
+            key = (existing.topic, existing.partition)
+            topic_info = image.topics.get(existing.topic)
+            on_disk = read_partition_metadata(existing.directory)
+            stale = topic_info is not None and on_disk not in (
+                None, uuid_to_kafka(topic_info.topic_id))
+            if key not in wanted or stale:
+                log.info("deleting log %s-%d: not in the metadata", *key)
+                self.logs.delete(*key)
+        for topic in image.topics.values():
+            self._open_partitions(topic.name)
+
+    def _open_partitions(self, topic: str) -> None:
+        info = self.controller.image.topics[topic]
+        config = self.log_config_for(topic)
+        for p in info.partitions:
+            if self.node_id not in p.replicas:
+                continue
+            if (topic, p.partition) in self.replicas.partitions:
+                continue
+            plog = self.logs.get(topic, p.partition)
+            if plog is None:
+                plog = self.logs.create(topic, p.partition, config,
+                                        uuid_to_kafka(info.topic_id))
+            plog.high_watermark = plog.log_end_offset  # the only replica
+            self.replicas.add(Partition(topic, p.partition, info.topic_id, plog, p.leader_epoch))
+        self.metrics.partitions.set(len(self.replicas.partitions))
+
+    def _on_metadata_change(
+        self, event: str, old: MetadataImage, new: MetadataImage, topic: str
+    ) -> None:
+        if event in ("created", "partitions"):
+            self._open_partitions(topic)
+        elif event == "deleted":
+            for p in self.replicas.remove_topic(topic):
+                self.logs.delete(p.topic, p.index)
+            self.metrics.partitions.set(len(self.replicas.partitions))
+        elif event == "configs":
+            config = self.log_config_for(topic)
+            for p in self.replicas.topic_partitions(topic):
+                p.log.update_config(config)
+        elif event == "broker-configs":
+            self._apply_dynamic_broker_configs(new)
+            for p in self.replicas.partitions.values():
+                p.log.update_config(self.log_config_for(p.topic))
+
+    def _apply_dynamic_broker_configs(self, image: MetadataImage) -> None:
+        parsed = {}
+        for name, value in image.broker_configs.items():
+            if name in BROKER_CONFIGS:
+                parsed[name] = BROKER_CONFIGS[name].parse(value)
+        self.config.dynamic = parsed
+
+    def _flush_due(self) -> None:
+        self.logs.flush_due()
+
+    def log_dir_usage(self) -> list[Any]:
+        return list(self.logs.dir_usage())
+
+    def _close_idle_connections(self) -> None:
+        limit = int(self.config["connections.max.idle.ms"]) / 1000
+        now = asyncio.get_running_loop().time()
+        for conn in list(self.connections):
+            if now - conn.last_active > limit:
+                conn.close()
+        self.metrics.connections.set(len(self.connections))
+
+
+async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | None = None,
+                     stop: asyncio.Event | None = None) -> None:
+    """Run a broker until `stop` is set or SIGINT/SIGTERM arrives."""
+    import signal
+
+    broker = Broker(config)
+    await broker.start()
+    if ready is not None:
+        ready(broker)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await broker.stop()
+

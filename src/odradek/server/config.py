@@ -1,0 +1,366 @@
+"""Broker configuration: Kafka's property names, our safer defaults, and where values come from.
+
+Sources, later ones win: built-in defaults < server.properties < environment variables
+(`ODRADEK_LOG_DIRS` for `log.dirs`) < `--override key=value`. Topic-level defaults
+(`log.retention.hours`, `log.segment.bytes`, …) are broker properties too; the table
+of topic configs lives with the log (storage/log_config.py).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from odradek.configdef import LONG_MAX, ConfigDef, ConfigError, ConfigTable, ConfigType
+from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
+
+log = logging.getLogger(__name__)
+
+_T = ConfigType
+ENV_PREFIX = "ODRADEK_"
+
+
+def default_data_dir() -> Path:
+    """A durable place for data: $XDG_DATA_HOME/odradek, never /tmp (wiped on reboot)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "odradek" / "data"
+
+
+def _broker_topic_defaults() -> list[ConfigDef]:
+    """Broker-level properties that give topic configs their defaults."""
+    defs: list[ConfigDef] = []
+    for topic_name, synonyms in BROKER_SYNONYMS.items():
+        topic_def = TOPIC_CONFIGS[topic_name]
+        for i, (prop, multiplier) in enumerate(synonyms):
+            if prop in _NOT_TOPIC_SYNONYM_DEFS:
+                continue
+            default: Any = None
+            kafka_default = None
+            why = ""
+            if i == len(synonyms) - 1:
+                # the least specific synonym carries the default value
+                default = topic_def.default
+                if multiplier != 1 and isinstance(default, int) and default > 0:
+                    default //= multiplier
+                kafka_default = topic_def.kafka_default
+                if multiplier != 1 and isinstance(kafka_default, int):
+                    kafka_default //= multiplier
+                why = topic_def.why_different
+            typ = topic_def.type
+            if multiplier != 1:
+                typ = _T.INT if prop.endswith("hours") or prop.endswith("minutes") else _T.LONG
+            defs.append(
+                ConfigDef(prop, typ, default, topic_def.doc, minimum=topic_def.minimum,
+                          maximum=topic_def.maximum, choices=topic_def.choices,
+                          kafka_default=kafka_default, why_different=why)
+            )
+    return defs
+
+
+# Broker properties that are also topic-config synonyms but defined below with their own docs.
+_NOT_TOPIC_SYNONYM_DEFS = {
+    "compression.type",
+    "min.insync.replicas",
+    "unclean.leader.election.enable",
+    "message.max.bytes",
+}
+
+BROKER_CONFIGS = ConfigTable(
+    [
+        ConfigDef("node.id", _T.INT, 1, "This broker's id.", minimum=0, read_only=True),
+        ConfigDef("broker.id", _T.INT, None, "Old name of node.id.", minimum=-1, read_only=True),
+        ConfigDef("listeners", _T.LIST, ["PLAINTEXT://localhost:9092"],
+                  "Addresses to listen on, e.g. PLAINTEXT://0.0.0.0:9092.",
+                  kafka_default=["PLAINTEXT://:9092"], read_only=True,
+                  why_different="Listen on loopback until told otherwise."),
+        ConfigDef("advertised.listeners", _T.LIST, None,
+                  "Addresses clients are told to use; defaults to listeners.", read_only=True),
+        ConfigDef("listener.security.protocol.map", _T.STRING,
+                  "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+                  "Listener name to security protocol.", read_only=True),
+        ConfigDef("log.dirs", _T.LIST, None, "Directories holding the partitions' data.",
+                  read_only=True, kafka_default=["/tmp/kafka-logs"],
+                  why_different="/tmp is wiped on reboot; ours is $XDG_DATA_HOME/odradek/data."),
+        ConfigDef("log.dir", _T.STRING, None, "Single log directory (if log.dirs unset).",
+                  read_only=True),
+        ConfigDef("cluster.id", _T.STRING, None,
+                  "Cluster id for a new data dir; generated when unset.", read_only=True),
+        ConfigDef("broker.rack", _T.STRING, None, "Rack of this broker.", read_only=True),
+        ConfigDef("num.partitions", _T.INT, 1, "Default partitions of a new topic.", minimum=1),
+        ConfigDef("default.replication.factor", _T.INT, 1,
+                  "Default replication factor of a new topic.", minimum=1),
+        ConfigDef("auto.create.topics.enable", _T.BOOLEAN, False,
+                  "Create a topic when a client asks for its metadata.", kafka_default=True,
+                  why_different="Typos create topics silently; our users turn it off."),
+        ConfigDef("delete.topic.enable", _T.BOOLEAN, True, "Allow deleting topics."),
+        ConfigDef("message.max.bytes", _T.INT, 1048588, "Largest record batch accepted.",
+                  minimum=0),
+        ConfigDef("compression.type", _T.STRING, "producer", "Final compression of batches.",
+                  choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+        ConfigDef("min.insync.replicas", _T.INT, 1,
+                  "Replicas that must acknowledge an acks=all write.", minimum=1),
+        ConfigDef("unclean.leader.election.enable", _T.BOOLEAN, False,
+                  "Let an out-of-sync replica lead (fast recovery, loses data)."),
+        ConfigDef("log.retention.check.interval.ms", _T.LONG, 300_000,
+                  "How often retention runs.", minimum=1),
+        ConfigDef("log.flush.scheduler.interval.ms", _T.LONG, 1000,
+                  "How often logs are checked for flush.ms.", minimum=1,
+                  kafka_default=LONG_MAX,
+                  why_different="So that flush.ms is honoured without a restart."),
+        ConfigDef("log.flush.offset.checkpoint.interval.ms", _T.INT, 60_000,
+                  "How often recovery points are checkpointed.", minimum=0),
+        ConfigDef("log.flush.start.offset.checkpoint.interval.ms", _T.INT, 60_000,
+                  "How often log start offsets are checkpointed.", minimum=0),
+        ConfigDef("replica.high.watermark.checkpoint.interval.ms", _T.LONG, 5000,
+                  "How often high watermarks are checkpointed.", minimum=1),
+        ConfigDef("num.recovery.threads.per.data.dir", _T.INT, 2,
+                  "Threads per log dir for recovery at start-up.", minimum=1),
+        ConfigDef("producer.id.expiration.ms", _T.INT, 86_400_000,
+                  "Idle time after which a producer id's state is dropped.", minimum=1),
+        ConfigDef("socket.request.max.bytes", _T.INT, 104_857_600,
+                  "Largest request accepted.", minimum=1),
+        ConfigDef("connections.max.idle.ms", _T.LONG, 600_000,
+                  "Idle connections are closed after this long.", minimum=1),
+        ConfigDef("queued.max.requests", _T.INT, 500,
+                  "Requests queued per connection before reading pauses.", minimum=1),
+        ConfigDef("request.timeout.ms", _T.INT, 30_000, "Longest a request may wait.",
+                  minimum=0),
+        ConfigDef("offsets.topic.num.partitions", _T.INT, 50,
+                  "Partitions of __consumer_offsets.", minimum=1, read_only=True),
+        ConfigDef("offsets.topic.replication.factor", _T.INT, 1,
+                  "Replication factor of __consumer_offsets (capped at the live brokers).",
+                  minimum=1, kafka_default=3,
+                  why_different="A single embedded broker cannot hold 3 copies."),
+        ConfigDef("offsets.topic.segment.bytes", _T.INT, 104_857_600,
+                  "Segment size of __consumer_offsets.", minimum=1),
+        ConfigDef("offsets.retention.minutes", _T.INT, 10080,
+                  "How long offsets of an empty group are kept.", minimum=1),
+        ConfigDef("offsets.retention.check.interval.ms", _T.LONG, 600_000,
+                  "How often stale offsets are removed.", minimum=1),
+        ConfigDef("offset.metadata.max.bytes", _T.INT, 4096,
+                  "Largest metadata string of a committed offset.", minimum=0),
+        ConfigDef("group.initial.rebalance.delay.ms", _T.INT, 3000,
+                  "Wait for more members before the first rebalance of a new group.",
+                  minimum=0),
+        ConfigDef("group.min.session.timeout.ms", _T.INT, 6000,
+                  "Smallest session.timeout.ms a member may ask for.", minimum=0),
+        ConfigDef("group.max.session.timeout.ms", _T.INT, 1_800_000,
+                  "Largest session.timeout.ms a member may ask for.", minimum=0),
+        ConfigDef("group.max.size", _T.INT, 2_147_483_647, "Most members in a group.",
+                  minimum=1),
+        ConfigDef("group.coordinator.rebalance.protocols", _T.LIST, ["classic", "consumer"],
+                  "Group protocols enabled.", choices=("classic", "consumer", "share", "streams")),
+        ConfigDef("group.consumer.heartbeat.interval.ms", _T.INT, 5000,
+                  "Heartbeat interval for consumer-protocol groups.", minimum=1),
+        ConfigDef("group.consumer.session.timeout.ms", _T.INT, 45000,
+                  "Session timeout for consumer-protocol groups.", minimum=1),
+        ConfigDef("group.consumer.assignors", _T.LIST, ["uniform", "range"],
+                  "Server-side assignors, the first is the default."),
+        ConfigDef("transaction.state.log.num.partitions", _T.INT, 50,
+                  "Partitions of __transaction_state.", minimum=1, read_only=True),
+        ConfigDef("transaction.state.log.replication.factor", _T.INT, 1,
+                  "Replication factor of __transaction_state.", minimum=1, kafka_default=3,
+                  why_different="A single embedded broker cannot hold 3 copies."),
+        ConfigDef("transaction.state.log.min.isr", _T.INT, 1,
+                  "min.insync.replicas of __transaction_state.", minimum=1, kafka_default=2),
+        ConfigDef("transaction.max.timeout.ms", _T.INT, 900_000,
+                  "Largest transaction.timeout.ms a producer may ask for.", minimum=1),
+        ConfigDef("transactional.id.expiration.ms", _T.INT, 604_800_000,
+                  "Idle time after which a transactional id is forgotten.", minimum=1),
+        ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", _T.INT,
+                  10_000, "How often expired transactions are aborted.", minimum=1),
+        ConfigDef("zookeeper.connect", _T.STRING, None,
+                  "ZooKeeper ensemble for a cluster; unset runs the embedded single-broker store.",
+                  read_only=True),
+        ConfigDef("zookeeper.session.timeout.ms", _T.INT, 18000,
+                  "ZooKeeper session timeout.", minimum=1),
+        ConfigDef("metrics.port", _T.INT, -1,
+                  "Port of the Prometheus /metrics endpoint; -1 disables it.", minimum=-1),
+        *_broker_topic_defaults(),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+    port: int
+
+    @property
+    def security_protocol(self) -> str:
+        return self.name if self.name in _PROTOCOLS else "PLAINTEXT"
+
+
+_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:]*):(\d+)$")
+
+
+def parse_listener(text: str) -> Listener:
+    m = _LISTENER.match(text.strip())
+    if not m:
+        raise ConfigError(f"Invalid listener '{text}': expected NAME://host:port")
+    host = m.group(2).strip("[]")
+    port = int(m.group(3))
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"Invalid listener '{text}': port out of range")
+    return Listener(m.group(1).upper(), host, port)
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java .properties file (comments, `=`/`:` separators, line continuations)."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        m = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            props[m.group(1).replace("\\", "")] = m.group(2)
+        else:
+            props[line] = ""
+    return props
+
+
+def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
+    """`ODRADEK_LOG_DIRS=/data` → `log.dirs=/data` for every known property."""
+    out: dict[str, str] = {}
+    for d in BROKER_CONFIGS:
+        key = ENV_PREFIX + d.name.upper().replace(".", "_").replace("-", "_")
+        if key in environ:
+            out[d.name] = environ[key]
+    return out
+
+
+class BrokerConfig:
+    """Parsed broker properties, plus the values changed at runtime (AlterConfigs)."""
+
+    def __init__(self, values: Mapping[str, Any], explicit: Iterable[str] = ()) -> None:
+        self._values = dict(values)
+        self.explicit = set(explicit)  # names set in a file, env or override
+        self.dynamic: dict[str, Any] = {}
+
+    @classmethod
+    def load(
+        cls,
+        properties_file: Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        raw: dict[str, str] = {}
+        if properties_file is not None:
+            raw.update(read_properties(properties_file))
+        raw.update(env_properties(os.environ if environ is None else environ))
+        raw.update(overrides or {})
+        parsed: dict[str, Any] = {d.name: d.default for d in BROKER_CONFIGS}
+        for name, value in raw.items():
+            if name not in BROKER_CONFIGS:
+                log.warning("ignoring unknown broker property %s", name)
+                continue
+            parsed[name] = BROKER_CONFIGS[name].parse(value)
+        config = cls(parsed, explicit=raw.keys())
+        config._check()
+        return config
+
+    def _check(self) -> None:
+        for text in self.listeners_raw:
+            parse_listener(text)
+        if not self.log_dirs:
+            raise ConfigError("log.dirs is empty")
+
+    def __getitem__(self, name: str) -> Any:
+        if name in self.dynamic:
+            return self.dynamic[name]
+        return self._values[name]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+    def values(self) -> dict[str, Any]:
+        merged = dict(self._values)
+        merged.update(self.dynamic)
+        return merged
+
+    def source(self, name: str) -> str:
+        if name in self.dynamic:
+            return "dynamic"
+        if name in self.explicit:
+            return "static"
+        return "default"
+
+    @property
+    def node_id(self) -> int:
+        broker_id = self._values.get("broker.id")
+        if broker_id is not None and broker_id >= 0 and "node.id" not in self.explicit:
+            return int(broker_id)
+        return int(self._values["node.id"])
+
+    @property
+    def listeners_raw(self) -> list[str]:
+        return list(self._values["listeners"])
+
+    @property
+    def listeners(self) -> list[Listener]:
+        return [parse_listener(t) for t in self.listeners_raw]
+
+    @property
+    def advertised_listeners(self) -> list[Listener]:
+        raw = self._values.get("advertised.listeners")
+        if not raw:
+            return [
+                Listener(li.name, li.host or "localhost", li.port)
+                if li.host not in ("", "0.0.0.0", "::")
+                else Listener(li.name, "localhost", li.port)
+                for li in self.listeners
+            ]
+        return [parse_listener(t) for t in raw]
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self._values.get("log.dirs")
+        if dirs:
+            return [Path(d).expanduser() for d in dirs]
+        single = self._values.get("log.dir")
+        if single:
+            return [Path(single).expanduser()]
+        return [default_data_dir()]
+
+    def warnings(self) -> list[str]:
+        """Risky settings, each with the reason it is risky."""
+        out: list[str] = []
+        for d in self.log_dirs:
+            if str(d.resolve()).startswith("/tmp") or str(d).startswith("/tmp"):
+                out.append(f"log.dirs includes {d}: /tmp is wiped on reboot, data will be lost")
+        if self["auto.create.topics.enable"]:
+            out.append("auto.create.topics.enable=true: a typo in a topic name creates a topic")
+        if self["unclean.leader.election.enable"]:
+            out.append(
+                "unclean.leader.election.enable=true: an out-of-sync replica may lead and "
+                "acknowledged writes can be lost"
+            )
+        retention_h = self["log.retention.hours"]
+        if (self.get("log.retention.ms") is None and self.get("log.retention.minutes") is None
+                and retention_h is not None and retention_h > 24 * 7):
+            out.append(
+                f"log.retention.hours={retention_h}: more than 7 days of data per "
+                "partition; make sure the disks can hold it"
+            )
+        if self["log.flush.interval.messages"] == 1:
+            out.append(
+                "log.flush.interval.messages=1: an fsync per message costs about 1 ms each; "
+                "expect a few MB/s"
+            )
+        return out

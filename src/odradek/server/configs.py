@@ -1,0 +1,206 @@
+"""Describing and changing configs, shared by DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs and CreateTopics.
+
+Topic configs resolve as Kafka resolves them: the topic's override, else the dynamic
+cluster-wide broker default, else the broker's static property, else the built-in
+default — and each entry can list those synonyms with their sources.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from odradek.configdef import ConfigError
+from odradek.protocol.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
+from odradek.server.config import BROKER_CONFIGS
+from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+
+class ResourceType(enum.IntEnum):
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(enum.IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class AlterOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    sensitive: bool
+    type_code: int
+    doc: str
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+
+
+def _broker_source(broker: Broker, name: str) -> ConfigSource:
+    where = broker.config.source(name)
+    if where == "dynamic":
+        return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    if where == "static":
+        return ConfigSource.STATIC_BROKER_CONFIG
+    return ConfigSource.DEFAULT_CONFIG
+
+
+def describe_topic(broker: Broker, topic: str) -> list[ConfigEntry]:
+    info = broker.controller.image.topics.get(topic)
+    if info is None:
+        raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
+    resolved = broker.log_config_for(topic)
+    entries = []
+    for d in TOPIC_CONFIGS:
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if d.name in info.configs:
+            synonyms.append((d.name, info.configs[d.name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        chain = BROKER_SYNONYMS.get(d.name, ())
+        for prop, _ in chain:
+            if broker.config.source(prop) != "default":
+                rendered = BROKER_CONFIGS[prop].render(broker.config[prop])
+                synonyms.append((prop, rendered, _broker_source(broker, prop)))
+        if chain:
+            last = BROKER_CONFIGS[chain[-1][0]]
+            synonyms.append((last.name, last.render(last.default), ConfigSource.DEFAULT_CONFIG))
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        value = d.render(getattr(resolved, d.name.replace(".", "_")))
+        entries.append(
+            ConfigEntry(d.name, value, source, False, d.sensitive, d.type.describe_type,
+                        d.doc, tuple(synonyms))
+        )
+    return entries
+
+
+def describe_broker(broker: Broker) -> list[ConfigEntry]:
+    entries = []
+    for d in BROKER_CONFIGS:
+        value = broker.config.get(d.name)
+        source = _broker_source(broker, d.name)
+        rendered = None if d.sensitive else d.render(value)
+        synonyms = ((d.name, rendered, source),) if value is not None else ()
+        entries.append(
+            ConfigEntry(d.name, rendered, source, d.read_only, d.sensitive,
+                        d.type.describe_type, d.doc, synonyms)
+        )
+    return entries
+
+
+def check_broker_name(broker: Broker, name: str) -> None:
+    if name not in ("", str(broker.node_id)):
+        raise InvalidRequest(f"Unexpected broker id, expected {broker.node_id} or empty string, "
+                             f"but received {name}")
+
+
+def apply_topic(
+    broker: Broker, topic: str, ops: list[tuple[str, AlterOp, str | None]], *,
+    incremental: bool, validate_only: bool,
+) -> None:
+    info = broker.controller.image.topics.get(topic)
+    if info is None:
+        raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
+    new: dict[str, str | None] = dict(info.configs) if incremental else {}
+    for name, op, value in ops:
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+        _apply_op(new, name, op, value, TOPIC_CONFIGS[name].type.value == "LIST",
+                  TOPIC_CONFIGS[name].default)
+    cleaned = {k: v for k, v in new.items() if v is not None}
+    broker.controller.validate_topic_configs(cleaned)
+    if not validate_only:
+        broker.controller.set_topic_configs(topic, cleaned)
+
+
+def apply_broker(
+    broker: Broker, ops: list[tuple[str, AlterOp, str | None]], *,
+    incremental: bool, validate_only: bool,
+) -> None:
+    current: dict[str, str | None] = (
+        dict(broker.controller.image.broker_configs) if incremental else {}
+    )
+    for name, op, value in ops:
+        if name not in BROKER_CONFIGS:
+            raise InvalidConfig(f"Unknown broker config name: {name}")
+        d = BROKER_CONFIGS[name]
+        if d.read_only:
+            raise InvalidConfig(f"Cannot update these configs dynamically: {{{name}}}")
+        default = broker.config.get(name)
+        _apply_op(current, name, op, value, d.type.value == "LIST", default)
+    cleaned: dict[str, str] = {}
+    for name, value in current.items():
+        if value is None:
+            continue
+        try:
+            BROKER_CONFIGS[name].parse(value)
+        except ConfigError as e:
+            raise InvalidConfig(str(e)) from None
+        cleaned[name] = value
+    if not validate_only:
+        broker.controller.set_broker_configs(cleaned)
+
+
+def _apply_op(
+    target: dict[str, str | None], name: str, op: AlterOp, value: str | None, is_list: bool,
+    default: Any,
+) -> None:
+    if op == AlterOp.SET:
+        if value is None:
+            raise InvalidConfig(f"Null value not supported for config {name}")
+        target[name] = value
+    elif op == AlterOp.DELETE:
+        target.pop(name, None)
+    elif op in (AlterOp.APPEND, AlterOp.SUBTRACT):
+        if not is_list:
+            raise InvalidConfig(
+                f"Config value append is not allowed for config key: {name}"
+                if op == AlterOp.APPEND
+                else f"Config value subtract is not allowed for config key: {name}"
+            )
+        base = target.get(name)
+        items = (
+            [v.strip() for v in base.split(",") if v.strip()]
+            if base is not None
+            else list(default or [])
+        )
+        changes = [v.strip() for v in (value or "").split(",") if v.strip()]
+        if op == AlterOp.APPEND:
+            items += [c for c in changes if c not in items]
+        else:
+            items = [i for i in items if i not in changes]
+        target[name] = ",".join(items)
+    else:
+        raise InvalidRequest(f"Unknown config operation {int(op)}")
+
+
+def parse_op(code: int) -> AlterOp:
+    try:
+        return AlterOp(code)
+    except ValueError:
+        raise InvalidRequest(f"Unknown config operation {code}") from None
+
+
+def overrides_as_mapping(configs: Mapping[str, str]) -> dict[str, Any]:
+    """Topic overrides (strings) → parsed values for LogConfig.resolve."""
+    return {name: TOPIC_CONFIGS[name].parse(v) for name, v in configs.items()
+            if name in TOPIC_CONFIGS}

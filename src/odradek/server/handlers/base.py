@@ -1,0 +1,121 @@
+"""What every handler shares: the request context and the way responses are built.
+
+A handler module defines `HANDLER = ApiHandler(api_key, min_version, max_version, handle)`.
+`handle(ctx, request)` returns the response message, or an awaitable of it when the
+request has to wait (a long-poll fetch, a join), or None when no response is sent
+(produce with acks=0).
+"""
+
+from __future__ import annotations
+
+import datetime
+import types
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+from kio.index import load_entity_module
+from kio.schema.index import api_key_map
+from kio.static.constants import EntityType
+
+from odradek.protocol.headers import RequestHeader
+from odradek.protocol.messages import Message
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+HandlerResult = Message | Awaitable[Message | None] | None
+
+
+class _Close:
+    """Returned by a handler to drop the connection instead of answering."""
+
+
+CLOSE_CONNECTION: Any = _Close()
+
+
+@dataclass(frozen=True)
+class ApiHandler:
+    api_key: int
+    min_version: int
+    max_version: int
+    handle: Callable[[RequestContext, Any], HandlerResult]
+
+
+@dataclass(slots=True)
+class RequestContext:
+    broker: Broker
+    header: RequestHeader
+    client_host: str
+    client_port: int
+    listener: str
+
+    @property
+    def version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def schema(self) -> Any:
+        """The kio classes of this request's response at this version."""
+        return response_module(self.header.api_key, self.header.api_version)
+
+
+def _absent(**_values: Any) -> None:
+    return None
+
+
+class ResponseSchema:
+    """A version's response classes. A class this version lacks builds None: the field
+    that would hold it is absent from this version too, so `build` drops it."""
+
+    def __init__(self, module: types.ModuleType) -> None:
+        self._module = module
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._module, name, _absent)
+
+
+@cache
+def response_module(api_key: int, version: int) -> Any:
+    module = load_entity_module(api_key_map[api_key], version,  # type: ignore[arg-type]
+                                EntityType.response)
+    return ResponseSchema(module)
+
+
+@cache
+def _field_names(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls))
+
+
+def build(cls: type, **values: Any) -> Any:
+    """Construct a kio message, dropping the fields this version does not have.
+
+    Handlers describe a response once, with every field any version knows; each
+    version's class keeps the ones it has.
+    """
+    if cls is _absent:
+        return None
+    names = _field_names(cls)
+    kwargs = {k: v for k, v in values.items() if k in names}
+    if "throttle_time" in names and "throttle_time" not in kwargs:
+        kwargs["throttle_time"] = ZERO_MS  # we do not throttle (yet)
+    return cls(**kwargs)
+
+
+ZERO_MS = datetime.timedelta(0)
+
+
+def ms(value: int) -> datetime.timedelta:
+    return datetime.timedelta(milliseconds=value)
+
+
+def timestamp_or_none(ms_since_epoch: int) -> datetime.datetime | None:
+    """kio writes datetimes for int64 timestamps and -1 for None."""
+    if ms_since_epoch < 0:
+        return None
+    return datetime.datetime.fromtimestamp(ms_since_epoch / 1000, tz=datetime.UTC)
+
+
+def to_ms(value: datetime.timedelta) -> int:
+    return round(value.total_seconds() * 1000)

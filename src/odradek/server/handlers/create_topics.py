@@ -1,0 +1,73 @@
+"""CreateTopics (19)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from odradek.cluster.metadata import ZERO_UUID
+from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError
+from odradek.server.configs import describe_topic
+from odradek.server.handlers.base import ApiHandler, RequestContext, build
+
+API_KEY = 19
+log = logging.getLogger(__name__)
+
+
+def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[str]) -> Any:
+    schema = ctx.schema
+    controller = ctx.broker.controller
+    if t.name in seen:
+        raise InvalidRequest(f"Create topics request from client `{ctx.header.client_id}` "
+                             f"contains multiple entries for the following topics: {t.name}")
+    configs: dict[str, str | None] = {}
+    for c in t.configs:
+        if c.name in configs:
+            raise InvalidRequest(f"Duplicate config key {c.name}")
+        configs[c.name] = c.value
+    assignments = {a.partition_index: tuple(a.broker_ids) for a in t.assignments} or None
+    topic = controller.create_topic(
+        t.name,
+        num_partitions=t.num_partitions,
+        replication_factor=t.replication_factor,
+        assignments=assignments,
+        configs=configs,
+        validate_only=validate_only,
+    )
+    entries = [] if validate_only else describe_topic(ctx.broker, t.name)
+    return build(
+        schema.CreatableTopicResult,
+        name=t.name,
+        topic_id=topic.topic_id if not validate_only else ZERO_UUID,
+        error_code=ErrorCode.none,
+        error_message=None,
+        num_partitions=len(topic.partitions),
+        replication_factor=topic.replication_factor,
+        configs=tuple(
+            build(schema.CreatableTopicConfigs, name=e.name, value=e.value,
+                  read_only=e.read_only, config_source=int(e.source),
+                  is_sensitive=e.sensitive)
+            for e in entries
+        ),
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema
+    results = []
+    seen: set[str] = set()
+    for t in request.topics:
+        try:
+            results.append(_create(ctx, t, request.validate_only, seen))
+        except KafkaError as e:
+            log.info("create topic %s refused: %s", t.name, e)
+            results.append(
+                build(schema.CreatableTopicResult, name=t.name, topic_id=ZERO_UUID,
+                      error_code=e.code, error_message=str(e), num_partitions=-1,
+                      replication_factor=-1, configs=())
+            )
+        seen.add(t.name)
+    return build(schema.CreateTopicsResponse, topics=tuple(results))
+
+
+HANDLER = ApiHandler(API_KEY, 2, 7, handle)

@@ -1,0 +1,42 @@
+"""DeleteTopics (20): by name, or by topic id (v6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.cluster.metadata import ZERO_UUID
+from odradek.protocol.errors import ErrorCode, KafkaError, UnknownTopicId
+from odradek.server.handlers.base import ApiHandler, RequestContext, build
+
+API_KEY = 20
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema
+    controller = ctx.broker.controller
+    wanted: list[tuple[str | None, Any]] = []
+    if hasattr(request, "topic_names"):
+        wanted = [(name, None) for name in request.topic_names]
+    else:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    results = []
+    for name, topic_id in wanted:
+        try:
+            if name is None:
+                info = controller.image.topic_by_id(topic_id)
+                if info is None:
+                    raise UnknownTopicId(f"Topic id {topic_id} does not exist.")
+                name = info.name
+            deleted = controller.delete_topic(
+                name, enabled=bool(ctx.broker.config["delete.topic.enable"])
+            )
+            results.append(build(schema.DeletableTopicResult, name=name,
+                                 topic_id=deleted.topic_id, error_code=ErrorCode.none))
+        except KafkaError as e:
+            results.append(build(schema.DeletableTopicResult, name=name,
+                                 topic_id=topic_id or ZERO_UUID, error_code=e.code,
+                                 error_message=str(e)))
+    return build(schema.DeleteTopicsResponse, responses=tuple(results))
+
+
+HANDLER = ApiHandler(API_KEY, 1, 6, handle)

@@ -1,0 +1,98 @@
+"""Fetch (1): read record batches, long-polling until `min_bytes` arrive or `max_wait` ends.
+
+Sessionless: we answer every fetch in full and return session id 0, which tells
+clients that use fetch sessions (KIP-227) to keep sending full requests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode, KafkaError, UnknownTopicId, UnknownTopicOrPartition
+from odradek.replication.purgatory import DelayedFetch
+from odradek.replication.replica_manager import Partition, PartitionRead
+from odradek.server.handlers.base import ApiHandler, RequestContext, build, to_ms
+
+API_KEY = 1
+READ_COMMITTED = 1
+
+
+def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
+    """[(topic key, partition index, (partition|None, error|None, offset, max_bytes))]."""
+    broker = ctx.broker
+    image = broker.controller.image
+    out = []
+    for t in request.topics:
+        topic_id = getattr(t, "topic_id", None)
+        if topic_id is not None:
+            info = image.topic_by_id(topic_id)
+            name = info.name if info else None
+            key = topic_id
+        else:
+            name = t.topic
+            key = name
+        for p in t.partitions:
+            partition: Partition | None = None
+            error: KafkaError | None = None
+            if name is None:
+                error = UnknownTopicId(f"unknown topic id {topic_id}")
+            else:
+                try:
+                    partition = broker.replicas.get(name, p.partition)
+                except UnknownTopicOrPartition as e:
+                    error = e
+            out.append((key, p.partition, (partition, error, p.fetch_offset,
+                                            p.partition_max_bytes)))
+    return out
+
+
+def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]) -> Any:
+    schema = ctx.schema
+    by_topic: dict[Any, list[Any]] = {}
+    for (key, index, _), r in zip(wanted, reads, strict=True):
+        by_topic.setdefault(key, []).append(
+            build(
+                schema.PartitionData,
+                partition_index=index,
+                error_code=r.error.code if r.error else ErrorCode.none,
+                high_watermark=r.high_watermark,
+                last_stable_offset=r.last_stable_offset,
+                log_start_offset=r.log_start_offset,
+                aborted_transactions=None,
+                preferred_read_replica=-1,
+                records=r.records,
+            )
+        )
+    responses = tuple(
+        build(schema.FetchableTopicResponse, topic=key, topic_id=key, partitions=tuple(parts))
+        for key, parts in by_topic.items()
+    )
+    return build(schema.FetchResponse, error_code=ErrorCode.none, session_id=0,
+                 responses=responses)
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    wanted = _wanted(ctx, request)
+    replicas = ctx.broker.replicas
+    read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
+    max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
+    items = [w for _, _, w in wanted]
+    reads, total = replicas.read(items, max_bytes, read_committed)
+    max_wait_ms = to_ms(request.max_wait)
+    has_error = any(r.error is not None for r in reads)
+    if total >= request.min_bytes or max_wait_ms <= 0 or has_error or not items:
+        ctx.broker.metrics.on_fetch(total)
+        return _response(ctx, wanted, reads)
+
+    async def wait_then_read() -> Any:
+        waiter = DelayedFetch(request.min_bytes, total)
+        waiter.watch(p for p, _, _, _ in items if p is not None)
+        await waiter.wait(max_wait_ms / 1000)
+        again, total_again = replicas.read(items, max_bytes, read_committed)
+        ctx.broker.metrics.on_fetch(total_again)
+        return _response(ctx, wanted, again)
+
+    return wait_then_read()
+
+
+HANDLER = ApiHandler(API_KEY, 4, 17, handle)

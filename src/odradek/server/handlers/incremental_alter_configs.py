@@ -1,0 +1,65 @@
+"""IncrementalAlterConfigs (44): SET, DELETE, APPEND, SUBTRACT single configs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError
+from odradek.server.configs import (
+    AlterOp,
+    ResourceType,
+    apply_broker,
+    apply_topic,
+    check_broker_name,
+    parse_op,
+)
+from odradek.server.handlers.base import ApiHandler, RequestContext, build
+
+API_KEY = 44
+
+
+def alter(
+    ctx: RequestContext,
+    request: Any,
+    *,
+    incremental: bool,
+    ops_of: Callable[[Any], list[tuple[str, AlterOp, str | None]]],
+    response_name: str,
+) -> Any:
+    schema = ctx.schema
+    out = []
+    for res in request.resources:
+        try:
+            ops = ops_of(res)
+            if res.resource_type == ResourceType.TOPIC:
+                apply_topic(ctx.broker, res.resource_name, ops, incremental=incremental,
+                            validate_only=request.validate_only)
+            elif res.resource_type == ResourceType.BROKER:
+                check_broker_name(ctx.broker, res.resource_name)
+                apply_broker(ctx.broker, ops, incremental=incremental,
+                             validate_only=request.validate_only)
+            else:
+                raise InvalidRequest(f"Unsupported resource type {res.resource_type}")
+            code, message = ErrorCode.none, None
+        except KafkaError as e:
+            code, message = e.code, str(e)
+        out.append(
+            build(schema.AlterConfigsResourceResponse, error_code=code, error_message=message,
+                  resource_type=res.resource_type, resource_name=res.resource_name)
+        )
+    return build(getattr(schema, response_name), responses=tuple(out))
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    return alter(
+        ctx,
+        request,
+        incremental=True,
+        ops_of=lambda res: [(c.name, parse_op(c.config_operation), c.value)
+                            for c in res.configs],
+        response_name="IncrementalAlterConfigsResponse",
+    )
+
+
+HANDLER = ApiHandler(API_KEY, 0, 1, handle)

@@ -1,0 +1,32 @@
+"""InitProducerId (22): a fresh producer id for an idempotent producer.
+
+Without a transactional id any broker answers, and the id is new even when the client
+sends its old one (KIP-360): the old id's sequences stay valid for its in-flight
+retries, and the new id starts clean at epoch 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode
+from odradek.server.handlers.base import ApiHandler, RequestContext, build
+
+API_KEY = 22
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    schema = ctx.schema
+    if request.transactional_id is not None:
+        txn = getattr(ctx.broker, "transactions", None)
+        if txn is None:
+            return build(schema.InitProducerIdResponse,
+                         error_code=ErrorCode.coordinator_not_available,
+                         producer_id=-1, producer_epoch=-1)
+        return txn.init_producer_id(ctx, request)
+    pid = ctx.broker.controller.allocate_producer_id()
+    return build(schema.InitProducerIdResponse, error_code=ErrorCode.none, producer_id=pid,
+                 producer_epoch=0)
+
+
+HANDLER = ApiHandler(API_KEY, 0, 5, handle)

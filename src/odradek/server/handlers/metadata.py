@@ -1,0 +1,109 @@
+"""Metadata (3): brokers, controller, and topics with their partitions and topic ids."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from odradek.cluster.metadata import ZERO_UUID, TopicInfo
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.handlers.base import ApiHandler, RequestContext, build
+
+API_KEY = 3
+NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def _topic(schema: Any, topic: TopicInfo, ctx: RequestContext) -> Any:
+    return build(
+        schema.MetadataResponseTopic,
+        error_code=ErrorCode.none,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.internal,
+        partitions=tuple(
+            build(
+                schema.MetadataResponsePartition,
+                error_code=ErrorCode.none,
+                partition_index=p.partition,
+                leader_id=p.leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=p.replicas,
+                isr_nodes=p.isr,
+                offline_replicas=p.offline_replicas,
+            )
+            for p in topic.partitions
+        ),
+        topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def _error_topic(
+    schema: Any, code: ErrorCode, name: str | None, topic_id: uuid.UUID | None
+) -> Any:
+    return build(
+        schema.MetadataResponseTopic,
+        error_code=code,
+        name=name,
+        topic_id=topic_id or ZERO_UUID,
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+    )
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    broker = ctx.broker
+    schema = ctx.schema
+    image = broker.controller.image
+    topics: list[Any] = []
+    requested = request.topics
+    if requested is None or (ctx.version == 0 and not requested):
+        # null (v1+) or an empty list at v0 means every topic
+        topics = [_topic(schema, t, ctx) for t in image.topics.values()]
+    else:
+        allow_auto = bool(getattr(request, "allow_auto_topic_creation", True))
+        for wanted in requested:
+            name = wanted if isinstance(wanted, str) else getattr(wanted, "name", None)
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id not in (None, ZERO_UUID):
+                found = image.topic_by_id(topic_id)
+                if found is None:
+                    topics.append(_error_topic(schema, ErrorCode.unknown_topic_id, None, topic_id))
+                else:
+                    topics.append(_topic(schema, found, ctx))
+                continue
+            if name is None:
+                topics.append(_error_topic(schema, ErrorCode.invalid_topic_exception, None, None))
+                continue
+            topic = image.topics.get(name)
+            if topic is None and allow_auto and broker.config["auto.create.topics.enable"]:
+                try:
+                    topic = broker.controller.create_topic(name)
+                except KafkaError as e:
+                    topics.append(_error_topic(schema, e.code, name, None))
+                    continue
+                image = broker.controller.image
+            if topic is None:
+                topics.append(
+                    _error_topic(schema, ErrorCode.unknown_topic_or_partition, name, None)
+                )
+            else:
+                topics.append(_topic(schema, topic, ctx))
+    brokers = tuple(
+        build(schema.MetadataResponseBroker, node_id=b.node_id,
+              host=b.endpoint(ctx.listener)[0], port=b.endpoint(ctx.listener)[1], rack=b.rack)
+        for b in image.brokers.values()
+        if not b.fenced
+    )
+    return build(
+        schema.MetadataResponse,
+        brokers=brokers,
+        cluster_id=image.cluster_id,
+        controller_id=image.controller_id,
+        topics=tuple(topics),
+        cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
+        error_code=ErrorCode.none,
+    )
+
+
+HANDLER = ApiHandler(API_KEY, 0, 13, handle)

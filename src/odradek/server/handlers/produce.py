@@ -1,0 +1,91 @@
+"""Produce (0): append record batches to partition leaders.
+
+acks=0 gets no response at all; acks=1 and acks=all are answered once the batches are
+in the log (a single broker is the whole ISR). Each partition fails alone: a bad batch
+in one partition does not stop the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from odradek.protocol.errors import (
+    CorruptMessage,
+    ErrorCode,
+    InvalidRequiredAcks,
+    KafkaError,
+)
+from odradek.server.handlers.base import (
+    CLOSE_CONNECTION,
+    ApiHandler,
+    RequestContext,
+    build,
+    timestamp_or_none,
+)
+
+API_KEY = 0
+log = logging.getLogger(__name__)
+
+
+def _append(ctx: RequestContext, topic: str, index: int, records: Any) -> tuple[Any, ...]:
+    """(error_code, base_offset, log_append_time, log_start_offset, message)."""
+    broker = ctx.broker
+    try:
+        partition = broker.replicas.get(topic, index)
+        if records is None or len(records) == 0:
+            raise CorruptMessage("produce request without records")
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        info = partition.append(buf)
+        broker.metrics.on_produce(topic, len(buf), info.records_count)
+        return (ErrorCode.none, info.first_offset, info.log_append_time,
+                info.log_start_offset, None)
+    except KafkaError as e:
+        if e.code != ErrorCode.unknown_topic_or_partition:
+            log.warning("produce to %s-%d from %s rejected: %s (%s)", topic, index,
+                        ctx.header.client_id, e, e.code.name)
+        return (e.code, -1, -1, -1, str(e))
+
+
+def handle(ctx: RequestContext, request: Any) -> Any:
+    acks = request.acks
+    schema = ctx.schema
+    if acks not in (-1, 0, 1):
+        error: KafkaError | None = InvalidRequiredAcks(f"acks={acks} is not one of -1, 0, 1")
+    else:
+        error = None
+    responses = []
+    for topic_data in request.topic_data:
+        partitions = []
+        for pdata in topic_data.partition_data:
+            if error is not None:
+                code, base, append_time, start, message = error.code, -1, -1, -1, str(error)
+            else:
+                code, base, append_time, start, message = _append(
+                    ctx, topic_data.name, pdata.index, pdata.records
+                )
+            partitions.append(
+                build(
+                    schema.PartitionProduceResponse,
+                    index=pdata.index,
+                    error_code=code,
+                    base_offset=base,
+                    log_append_time=timestamp_or_none(append_time),
+                    log_start_offset=start,
+                    record_errors=(),
+                    error_message=message,
+                )
+            )
+        responses.append(
+            build(schema.TopicProduceResponse, name=topic_data.name,
+                  partition_responses=tuple(partitions))
+        )
+    if acks == 0:
+        # The producer reads no response; closing is how Kafka tells it something failed.
+        failed = any(p.error_code != ErrorCode.none for t in responses
+                     for p in t.partition_responses)
+        return CLOSE_CONNECTION if failed else None
+    return build(schema.ProduceResponse, responses=tuple(responses))
+
+
+HANDLER = ApiHandler(API_KEY, 3, 12, handle)

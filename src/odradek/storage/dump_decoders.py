@@ -1,0 +1,439 @@
+"""How `dump-log` shows a record's key and value, as Kafka's DumpLogSegments does.
+
+Three parsers, each `record -> (key text or None, value text or None)`:
+- `parse_string`: the bytes as UTF-8 (Kafka's default StringDecoder);
+- `parse_offsets`: `__consumer_offsets` records (`--offsets-decoder`);
+- `parse_transaction_log`: `__transaction_state` records (`--transaction-log-decoder`).
+
+The coordinator records are printed as Kafka 4.x prints them, JSON written the way its
+generated JsonConverters and Jackson write it:
+    key:   {"type":"<record type>","data":{...}}
+    value: {"version":"<value version>","data":{...}}   or <DELETE> for a tombstone
+A record whose key or value does not parse is shown as "Error at offset N, skipping. …".
+
+Record types decoded: OffsetCommit (0, 1), GroupMetadata (2) and TransactionLog (0).
+KIP-848 consumer-group records (3+) are reported as unknown record types.
+
+Also here, because it is the same JSON: the KRaft control records (leader change,
+snapshot header and footer, kraft.version, voters) via kio's schemas.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import enum
+import importlib
+import struct
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.serial import entity_reader
+
+from odradek.protocol.records import Record
+
+__all__ = [
+    "DecoderError",
+    "Parser",
+    "control_record_json",
+    "parse_offsets",
+    "parse_string",
+    "parse_transaction_log",
+    "to_json",
+]
+
+Parser = Callable[[Record], tuple[str | None, str | None]]
+
+
+class DecoderError(Exception):
+    """A record the decoder cannot even start on; Kafka's tool stops there too."""
+
+
+# ---------------------------------------------------------------------------- JSON
+
+# Jackson escapes control characters with the short forms where JSON has one and as
+# \\u00XX (upper-case hex) otherwise; Python's json module writes lower-case hex.
+_ESCAPES = {i: f"\\u{i:04X}" for i in range(0x20)}
+_ESCAPES.update({0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"})
+_ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+
+
+def _quote(text: str) -> str:
+    return '"' + text.translate(_ESCAPES) + '"'
+
+
+def to_json(value: object) -> str:
+    """Compact JSON as Jackson's `JsonNode.toString()` writes it; bytes become base64."""
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _quote(value)
+    if isinstance(value, bytes | bytearray):
+        return _quote(base64.b64encode(value).decode())
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(to_json(item) for item in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{_quote(str(k))}:{to_json(v)}" for k, v in value.items()) + "}"
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+# ---------------------------------------------------------------------------- schemas
+
+_ALL = 0x7FFF
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str  # as Kafka's JSON converters name it (camelCase)
+    kind: str | _Struct  # int8 int16 int32 int64 string bytes []int32 []string, or []struct
+    since: int = 0
+    until: int = _ALL
+    nullable: bool = False
+    tag: int | None = None  # tagged fields are written only when not the default
+    default: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Struct:
+    name: str
+    fields: tuple[_Field, ...]
+    flexible_since: int = _ALL + 1
+
+
+# From Kafka's group-coordinator and transaction-coordinator message definitions.
+_OFFSET_COMMIT_KEY = _Struct(
+    "OffsetCommitKey",
+    (_Field("group", "string"), _Field("topic", "string"), _Field("partition", "int32")),
+)
+_GROUP_METADATA_KEY = _Struct("GroupMetadataKey", (_Field("group", "string"),))
+_OFFSET_COMMIT_VALUE = _Struct(
+    "OffsetCommitValue",
+    (
+        _Field("offset", "int64"),
+        _Field("leaderEpoch", "int32", since=3),
+        _Field("metadata", "string"),
+        _Field("commitTimestamp", "int64"),
+        _Field("expireTimestamp", "int64", since=1, until=1),
+    ),
+    flexible_since=4,
+)
+_MEMBER_METADATA = _Struct(
+    "MemberMetadata",
+    (
+        _Field("memberId", "string"),
+        _Field("groupInstanceId", "string", since=3, nullable=True),
+        _Field("clientId", "string"),
+        _Field("clientHost", "string"),
+        _Field("rebalanceTimeout", "int32", since=1),
+        _Field("sessionTimeout", "int32"),
+        _Field("subscription", "bytes"),
+        _Field("assignment", "bytes"),
+    ),
+    flexible_since=4,
+)
+_GROUP_METADATA_VALUE = _Struct(
+    "GroupMetadataValue",
+    (
+        _Field("protocolType", "string"),
+        _Field("generation", "int32"),
+        _Field("protocol", "string", nullable=True),
+        _Field("leader", "string", nullable=True),
+        _Field("currentStateTimestamp", "int64", since=2),
+        _Field("members", _MEMBER_METADATA),
+    ),
+    flexible_since=4,
+)
+_TRANSACTION_LOG_KEY = _Struct("TransactionLogKey", (_Field("transactionalId", "string"),))
+_PARTITIONS = _Struct(
+    "PartitionsSchema",
+    (_Field("topic", "string"), _Field("partitionIds", "[]int32")),
+    flexible_since=1,
+)
+_TRANSACTION_LOG_VALUE = _Struct(
+    "TransactionLogValue",
+    (
+        _Field("producerId", "int64"),
+        _Field("previousProducerId", "int64", since=1, tag=0, default=-1),
+        _Field("nextProducerId", "int64", since=1, tag=1, default=-1),
+        _Field("producerEpoch", "int16"),
+        _Field("transactionTimeoutMs", "int32"),
+        _Field("transactionStatus", "int8"),
+        _Field("transactionPartitions", _PARTITIONS, nullable=True),
+        _Field("transactionLastUpdateTimestampMs", "int64"),
+        _Field("transactionStartTimestampMs", "int64"),
+        _Field("clientTransactionVersion", "int16", since=1, tag=2, default=0),
+    ),
+    flexible_since=1,
+)
+
+_INTS = {
+    "int8": struct.Struct(">b"),
+    "int16": struct.Struct(">h"),
+    "int32": struct.Struct(">i"),
+    "int64": struct.Struct(">q"),
+}
+
+
+class _Malformed(Exception):
+    pass
+
+
+class _Reader:
+    """Kafka's message serialization, the handful of types the schemas above use."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if n > len(self.data) - self.pos:
+            raise _Malformed(
+                f"Error reading {n} byte(s): only {len(self.data) - self.pos} byte(s) available"
+            )
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def read_int(self, kind: str) -> int:
+        codec = _INTS[kind]
+        value: int = codec.unpack(self.take(codec.size))[0]
+        return value
+
+    def uvarint(self) -> int:
+        value = shift = 0
+        while True:
+            byte = self.take(1)[0]
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return value
+            shift += 7
+            if shift > 28:
+                raise _Malformed("varint is longer than 5 bytes")
+
+    def length(self, flexible: bool, kind: str) -> int:
+        if flexible:
+            return self.uvarint() - 1
+        return self.read_int("int16" if kind == "string" else "int32")
+
+
+def _read_value(field: _Field, r: _Reader, version: int, flexible: bool) -> object:
+    kind = field.kind
+    if isinstance(kind, str) and kind in _INTS:
+        return r.read_int(kind)
+    n = r.length(flexible, kind if isinstance(kind, str) else "array")
+    if n < 0:
+        if field.nullable:
+            return None
+        raise _Malformed(f"non-nullable field {field.name} was serialized as null")
+    if kind == "string":
+        return r.take(n).decode("utf-8", "replace")
+    if kind == "bytes":
+        return r.take(n)
+    if n > len(r.data) - r.pos:
+        raise _Malformed(
+            f"Tried to allocate a collection of size {n}, but there are only "
+            f"{len(r.data) - r.pos} bytes remaining."
+        )
+    if kind == "[]int32":
+        return [r.read_int("int32") for _ in range(n)]
+    if kind == "[]string":
+        return [r.take(r.length(flexible, "string")).decode("utf-8", "replace") for _ in range(n)]
+    assert isinstance(kind, _Struct)
+    return [_read_struct(kind, r, version) for _ in range(n)]
+
+
+def _read_struct(spec: _Struct, r: _Reader, version: int) -> dict[str, object]:
+    flexible = version >= spec.flexible_since
+    values: dict[str, object] = {}
+    for field in spec.fields:
+        if field.tag is None and field.since <= version <= field.until:
+            values[field.name] = _read_value(field, r, version, flexible)
+    if flexible:
+        for _ in range(r.uvarint()):
+            tag = r.uvarint()
+            data = r.take(r.uvarint())
+            for field in spec.fields:
+                if field.tag == tag and field.since <= version <= field.until:
+                    values[field.name] = _read_value(field, _Reader(data), version, True)
+    # Declaration order, as the JSON converters write; a tagged field only when it
+    # differs from its default.
+    return {
+        f.name: values[f.name]
+        for f in spec.fields
+        if f.name in values and (f.tag is None or values[f.name] != f.default)
+    }
+
+
+def _read_message(spec: _Struct, data: bytes, part: str) -> tuple[int, dict[str, object]]:
+    r = _Reader(data)
+    try:
+        version = r.read_int("int16")
+    except _Malformed:
+        raise _Malformed(f"Could not read version from {part}'s buffer.") from None
+    try:
+        return version, _read_struct(spec, r, version)
+    except _Malformed as exc:
+        raise _Malformed(
+            f"Could not read record with version {version} from {part}'s buffer due to: {exc}."
+        ) from None
+
+
+# ---------------------------------------------------------------------------- kio structs
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _kio_json(value: object, kafka_type: object = None) -> object:
+    """A kio entity as Kafka's JsonConverter writes the same message."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, object] = {}
+        for f in dataclasses.fields(value):
+            item = getattr(value, f.name)
+            if "tag" in f.metadata and item == f.default:
+                continue
+            out[_camel(f.name)] = _kio_json(item, f.metadata.get("kafka_type"))
+        return out
+    if isinstance(value, tuple):
+        return [_kio_json(item, kafka_type) for item in value]
+    if kafka_type == "uuid":
+        raw = value.bytes if isinstance(value, uuid.UUID) else bytes(16)
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    if isinstance(value, datetime.timedelta):
+        return value // datetime.timedelta(milliseconds=1)
+    if isinstance(value, datetime.datetime):
+        return int(value.timestamp() * 1000)
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _kio_class(module: str, version: int, name: str) -> Any:
+    try:
+        return getattr(importlib.import_module(f"kio.schema.{module}.v{version}.data"), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _read_kio(cls: Any, data: bytes, offset: int) -> object:
+    entity, _ = entity_reader(cls)(data, offset)
+    return _kio_json(entity)
+
+
+def _consumer_protocol(data: object, module: str, name: str) -> object:
+    """The embedded consumer protocol's JSON, or None when the bytes do not parse.
+
+    Kafka reads with the version the bytes start with and keeps the raw bytes when
+    that fails, a version it does not know included.
+    """
+    if not isinstance(data, bytes) or len(data) < 2:
+        return None
+    (version,) = _INTS["int16"].unpack_from(data)
+    cls = _kio_class(module, version, name) if 0 <= version <= 3 else None
+    if cls is None:
+        return None
+    try:
+        return _read_kio(cls, data, 2)
+    except Exception:  # any malformed input: Kafka swallows it and keeps the bytes
+        return None
+
+
+def _expand_consumer_protocol(value: dict[str, object]) -> None:
+    if value.get("protocolType") != "consumer":
+        return
+    members = value.get("members")
+    for member in members if isinstance(members, list) else ():
+        for field, module, name in (
+            ("subscription", "consumer_protocol_subscription", "ConsumerProtocolSubscription"),
+            ("assignment", "consumer_protocol_assignment", "ConsumerProtocolAssignment"),
+        ):
+            decoded = _consumer_protocol(member.get(field), module, name)
+            if decoded is not None:
+                member[field] = decoded
+
+
+_KRAFT_CONTROL = {
+    2: ("leader_change_message", "LeaderChangeMessage"),
+    3: ("snapshot_header_record", "SnapshotHeaderRecord"),
+    4: ("snapshot_footer_record", "SnapshotFooterRecord"),
+    5: ("k_raft_version_record", "KRaftVersionRecord"),
+    6: ("voters_record", "VotersRecord"),
+}
+
+
+def control_record_json(control_type: int, value: bytes | None) -> str:
+    """The JSON of a KRaft control record's value (read as version 0, as Kafka does)."""
+    module, name = _KRAFT_CONTROL[control_type]
+    if value is None:
+        raise DecoderError(f"{name} control record has no value")
+    try:
+        return to_json(_read_kio(_kio_class(module, 0, name), value, 0))
+    except Exception as exc:  # kio's reader raises several types on malformed input
+        raise DecoderError(f"{name} control record does not parse: {exc}") from None
+
+
+# ---------------------------------------------------------------------------- parsers
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def parse_string(record: Record) -> tuple[str | None, str | None]:
+    return _text(record.key), _text(record.value)
+
+
+def _parse_coordinator(
+    record: Record,
+    types: Mapping[int, tuple[_Struct, _Struct]],
+    expand: Callable[[dict[str, object]], None] | None = None,
+) -> tuple[str | None, str | None]:
+    if record.key is None:
+        raise DecoderError(
+            f"Failed to decode message at offset {record.offset} using the specified "
+            "decoder (message had a missing key)"
+        )
+    try:
+        if len(record.key) < 2:
+            raise _Malformed("Could not read version from key's buffer.")
+        (record_type,) = _INTS["int16"].unpack_from(record.key)
+        if record_type not in types:
+            return f"Unknown record type {record_type} at offset {record.offset}, skipping.", None
+        key_spec, value_spec = types[record_type]
+        _, key = _read_message(key_spec, record.key, "key")
+        key_json = to_json({"type": str(record_type), "data": key})
+        if record.value is None:
+            return key_json, "<DELETE>"
+        version, value = _read_message(value_spec, record.value, "value")
+    except _Malformed as exc:
+        return f"Error at offset {record.offset}, skipping. {exc}", None
+    if expand is not None:
+        expand(value)
+    return key_json, to_json({"version": str(version), "data": value})
+
+
+_GROUP_TYPES = {
+    0: (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE),
+    1: (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE),
+    2: (_GROUP_METADATA_KEY, _GROUP_METADATA_VALUE),
+}
+_TRANSACTION_TYPES = {0: (_TRANSACTION_LOG_KEY, _TRANSACTION_LOG_VALUE)}
+
+
+def parse_offsets(record: Record) -> tuple[str | None, str | None]:
+    return _parse_coordinator(record, _GROUP_TYPES, _expand_consumer_protocol)
+
+
+def parse_transaction_log(record: Record) -> tuple[str | None, str | None]:
+    return _parse_coordinator(record, _TRANSACTION_TYPES)

@@ -1,0 +1,152 @@
+"""LeaderEpochFileCache: where each leader epoch started, in `leader-epoch-checkpoint`.
+
+The file is Kafka's checkpoint format: "0\\n<count>\\n<epoch> <start offset>\\n…". It is
+rewritten (atomically) only when an epoch begins or the log is truncated, so the
+append path pays nothing for it. Followers and consumers use `end_offset_for` (the
+OffsetForLeaderEpoch API) to find where their copy of the log diverges.
+"""
+
+from __future__ import annotations
+
+import logging
+from bisect import bisect_right
+from pathlib import Path
+from typing import NamedTuple
+
+from odradek.storage.checkpoints import (
+    CHECKPOINT_VERSION,
+    CheckpointError,
+    format_checkpoint,
+    parse_checkpoint,
+    write_atomically,
+)
+
+log = logging.getLogger(__name__)
+
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class EpochEntry(NamedTuple):
+    epoch: int
+    start_offset: int
+
+
+class LeaderEpochFileCache:
+    def __init__(self, path: Path, *, sync: bool = True) -> None:
+        self.path = path
+        self._sync = sync
+        self._entries: list[EpochEntry] = self._read()
+
+    def _read(self) -> list[EpochEntry]:
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return []
+        try:
+            version, lines = parse_checkpoint(text, self.path)
+            if version != CHECKPOINT_VERSION:
+                raise CheckpointError(f"unknown version {version}")
+            entries = [EpochEntry(int(e), int(o)) for e, o in lines]
+        except (CheckpointError, ValueError) as exc:
+            # Rebuilt from the batches' epochs by recovery; losing it is not fatal.
+            log.warning("ignoring unreadable %s: %s", self.path, exc)
+            return []
+        entries.sort()
+        return entries
+
+    def flush(self) -> None:
+        lines = (f"{e.epoch} {e.start_offset}" for e in self._entries)
+        write_atomically(self.path, format_checkpoint(lines).encode(), sync=self._sync)
+
+    @property
+    def entries(self) -> list[EpochEntry]:
+        return list(self._entries)
+
+    @property
+    def latest_entry(self) -> EpochEntry | None:
+        return self._entries[-1] if self._entries else None
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1].epoch if self._entries else None
+
+    @property
+    def earliest_entry(self) -> EpochEntry | None:
+        return self._entries[0] if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that `epoch` starts at `start_offset`; True if the file changed.
+
+        Entries that would break monotonicity (an epoch ≥ this one, or a start offset
+        ≥ this one) are removed first, as Kafka does.
+        """
+        if epoch < 0 or start_offset < 0:
+            raise ValueError(f"invalid leader epoch {epoch} at offset {start_offset}")
+        latest = self.latest_entry
+        if latest is not None and latest.epoch == epoch and start_offset >= latest.start_offset:
+            return False
+        while self._entries and (
+            self._entries[-1].epoch >= epoch or self._entries[-1].start_offset >= start_offset
+        ):
+            self._entries.pop()
+        self._entries.append(EpochEntry(epoch, start_offset))
+        self.flush()
+        return True
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch the record at `offset` was written in, if known."""
+        previous = None
+        for entry in self._entries:
+            if entry.start_offset == offset:
+                return entry.epoch
+            if entry.start_offset > offset:
+                return previous
+            previous = entry.epoch
+        return previous
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch, Kafka's rules:
+
+        the latest epoch ends at the log end; an older one ends where the next known
+        epoch starts, reported with the largest known epoch ≤ the requested one; an
+        epoch below every known one gets the first known start offset; unknown or
+        undefined gives (-1, -1).
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self._entries[-1].epoch == requested_epoch:
+            return requested_epoch, log_end_offset
+        epochs = [e.epoch for e in self._entries]
+        higher = bisect_right(epochs, requested_epoch)
+        if higher == len(epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if higher == 0:
+            return requested_epoch, self._entries[0].start_offset
+        return self._entries[higher - 1].epoch, self._entries[higher].start_offset
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs starting at or after `end_offset` (the log was cut there)."""
+        latest = self.latest_entry
+        if end_offset >= 0 and latest is not None and latest.start_offset >= end_offset:
+            while self._entries and self._entries[-1].start_offset >= end_offset:
+                self._entries.pop()
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at `start_offset`: the epoch covering it starts there."""
+        removed = []
+        while self._entries and self._entries[0].start_offset <= start_offset:
+            removed.append(self._entries.pop(0))
+        if removed:
+            self._entries.insert(0, EpochEntry(removed[-1].epoch, start_offset))
+            self.flush()
+
+    def clear(self) -> None:
+        self._entries = []
+        self.flush()
+
+    def delete(self) -> None:
+        self._entries = []
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,210 @@
+"""LogManager: log dirs, meta.properties, placement, checkpoints, clean shutdown."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from storage_helpers import Clock, make_batch
+
+from odradek.storage.checkpoints import (
+    MetaProperties,
+    read_meta_properties,
+    read_offsets,
+    read_partition_metadata,
+    write_meta_properties,
+)
+from odradek.storage.log_config import LogConfig
+from odradek.storage.manager import LogDirError, LogManager
+from odradek.storage.segment import LogSegment
+
+CLUSTER = "q1Sh-9_ISia_zwGINzRvyQ"
+
+
+@pytest.fixture
+def dirs(tmp_path: Path) -> list[Path]:
+    return [tmp_path / "d1", tmp_path / "d2", tmp_path / "d3"]
+
+
+@pytest.fixture
+def recover_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+    calls: list[int] = []
+    original = LogSegment.recover
+
+    def spy(self: LogSegment, *args: object, **kwargs: object) -> int:
+        calls.append(self.base_offset)
+        return original(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogSegment, "recover", spy)
+    yield calls
+
+
+def manager(dirs: list[Path], clock: Clock | None = None, **kwargs: object) -> LogManager:
+    m = LogManager(
+        dirs, node_id=1, cluster_id=CLUSTER, clock_ms=clock or Clock(), **kwargs  # type: ignore[arg-type]
+    )
+    m.startup()
+    return m
+
+
+def test_first_start_writes_meta_properties(dirs: list[Path]) -> None:
+    manager(dirs).shutdown()
+    metas = [read_meta_properties(d / "meta.properties") for d in dirs]
+    assert all(m is not None and (m.version, m.node_id, m.cluster_id) == (1, 1, CLUSTER)
+               for m in metas)
+    assert len({m.directory_id for m in metas if m is not None}) == 3
+    manager(dirs).shutdown()  # and accepts them on the next start
+    assert [read_meta_properties(d / "meta.properties") for d in dirs] == metas
+
+
+def test_another_nodes_or_clusters_dir_is_refused(dirs: list[Path]) -> None:
+    dirs[1].mkdir(parents=True)
+    write_meta_properties(dirs[1] / "meta.properties", MetaProperties(1, CLUSTER, 2, "x"))
+    with pytest.raises(LogDirError, match="node 2"):
+        manager(dirs)
+    write_meta_properties(dirs[1] / "meta.properties", MetaProperties(0, "other", 1))
+    with pytest.raises(LogDirError, match="cluster other"):
+        manager(dirs)
+
+
+def test_partitions_go_to_the_emptiest_dir(dirs: list[Path]) -> None:
+    m = manager(dirs)
+    topic_id = "AAECAwQFBgcICQoLDA0ODw"
+    for p in range(6):
+        m.create("orders", p, topic_id=topic_id)
+    counts = {d: len([e for e in os.listdir(d) if e.startswith("orders-")]) for d in dirs}
+    assert set(counts.values()) == {2}
+    log = m.get("orders", 4)
+    assert log is not None and read_partition_metadata(log.directory) == topic_id
+    assert m.create("orders", 4) is log
+    m.shutdown()
+
+
+def test_checkpoints_hold_recovery_points_log_starts_and_high_watermarks(
+    dirs: list[Path],
+) -> None:
+    m = manager(dirs[:1])
+    log = m.create("t", 0)
+    for _ in range(5):
+        log.append_as_leader(make_batch(), 0)
+    log.flush()
+    log.high_watermark = 4
+    log.increment_log_start_offset(2)
+    m.create("u", 3)
+    m.checkpoint()
+    d = dirs[0]
+    assert (d / "recovery-point-offset-checkpoint").read_text() == "0\n2\nt 0 5\nu 3 0\n"
+    assert (d / "replication-offset-checkpoint").read_text() == "0\n2\nt 0 4\nu 3 0\n"
+    assert (d / "log-start-offset-checkpoint").read_text() == "0\n1\nt 0 2\n"
+    m.shutdown()
+    again = manager(dirs[:1])
+    reloaded = again.get("t", 0)
+    assert reloaded is not None
+    assert (reloaded.log_start_offset, reloaded.high_watermark) == (2, 4)
+    again.shutdown()
+
+
+def test_clean_shutdown_marker_skips_recovery(dirs: list[Path], recover_calls: list[int]) -> None:
+    m = manager(dirs)
+    for p in range(3):
+        log = m.create("t", p)
+        for _ in range(10):
+            log.append_as_leader(make_batch(), 0)
+    m.shutdown()
+    assert all((d / ".kafka_cleanshutdown").exists() for d in dirs)
+    again = manager(dirs)
+    assert recover_calls == []
+    assert all(again.had_clean_shutdown.values())
+    assert not any((d / ".kafka_cleanshutdown").exists() for d in dirs)
+    assert sorted(lg.log_end_offset for lg in again.all_logs()) == [10, 10, 10]
+    again.shutdown()
+
+
+def test_crash_recovers_from_the_checkpointed_recovery_point(
+    dirs: list[Path], recover_calls: list[int]
+) -> None:
+    config = LogConfig(segment_bytes=1000)
+    m = manager(dirs[:1], config=config)
+    log = m.create("t", 0)
+    for _ in range(60):
+        log.append_as_leader(make_batch([b"x" * 50]), 0)
+    bases = [s.base_offset for s in log.segments]
+    assert m.flush_due() == 1  # rolled segments get flushed
+    assert log.recovery_point == bases[-1]
+    m.checkpoint()
+    for lg in m.all_logs():
+        lg.close_without_flush()  # kill -9
+    again = manager(dirs[:1], config=config)
+    assert recover_calls == [bases[-1]]
+    assert again.had_clean_shutdown == {dirs[0].resolve(): False}
+    reloaded = again.get("t", 0)
+    assert reloaded is not None and reloaded.log_end_offset == 60
+    again.shutdown()
+
+
+def test_delete_renames_then_purges(dirs: list[Path]) -> None:
+    clock = Clock()
+    m = manager(dirs[:1], clock=clock, file_delete_delay_ms=1000)
+    m.create("gone", 0).append_as_leader(make_batch(), 0)
+    renamed = m.delete("gone", 0)
+    assert renamed is not None and renamed.exists()
+    assert renamed.name.startswith("gone-0.") and renamed.name.endswith("-delete")
+    assert len(renamed.name) == len("gone-0.") + 32 + len("-delete")
+    assert m.get("gone", 0) is None
+    assert m.purge_deleted() == 0
+    clock.now += 1000
+    assert m.purge_deleted() == 1 and not renamed.exists()
+    m.create("gone2", 0)
+    renamed = m.delete("gone2", 0)
+    m.shutdown()
+    assert renamed is not None and renamed.exists()
+    manager(dirs[:1]).shutdown()  # leftover -delete dirs go at startup
+    assert not renamed.exists()
+
+
+def test_flush_due_honours_flush_ms(dirs: list[Path]) -> None:
+    clock = Clock()
+    m = manager(dirs[:1], clock=clock, config=LogConfig(flush_ms=1000))
+    log = m.create("t", 0)
+    log.append_as_leader(make_batch(), 0)
+    assert m.flush_due() == 0
+    clock.now += 1000
+    assert m.flush_due() == 1 and log.recovery_point == 1
+    m.shutdown()
+
+
+def test_config_per_topic_and_several_recovery_threads(dirs: list[Path]) -> None:
+    configs = {"small": LogConfig(segment_bytes=500)}
+    m = manager(dirs, config=lambda t: configs.get(t, LogConfig()), recovery_threads_per_dir=4)
+    for p in range(8):
+        m.create("small", p).append_as_leader(make_batch([b"s" * 300]), 0)
+    m.shutdown()
+    again = manager(
+        dirs, config=lambda t: configs.get(t, LogConfig()), recovery_threads_per_dir=4
+    )
+    logs = again.all_logs()
+    assert len(logs) == 8 and all(lg.config.segment_bytes == 500 for lg in logs)
+    usage = again.dir_usage()
+    assert sum(len(u.partitions) for u in usage) == 8
+    assert all(u.total_bytes > 0 and u.usable_bytes > 0 for u in usage)
+    assert sum(sum(u.partitions.values()) for u in usage) == sum(lg.size_in_bytes for lg in logs)
+    again.shutdown()
+
+
+def test_unknown_dirs_are_skipped_and_duplicates_refused(dirs: list[Path]) -> None:
+    m = manager(dirs[:2])
+    m.create("t", 0)
+    m.shutdown()
+    (dirs[0] / "lost+found").mkdir()
+    (dirs[0] / "t-0.0123456789abcdef0123456789abcdef-future").mkdir()
+    again = manager(dirs[:2])
+    assert [(lg.topic, lg.partition) for lg in again.all_logs()] == [("t", 0)]
+    again.shutdown()
+    holder = next(d for d in dirs[:2] if (d / "t-0").exists())
+    other = dirs[1] if holder == dirs[0] else dirs[0]
+    (other / "t-0").mkdir()
+    with pytest.raises(LogDirError, match="both"):
+        manager(dirs[:2])
+    assert read_offsets(holder / "recovery-point-offset-checkpoint") == {("t", 0): 0}
