@@ -40,7 +40,8 @@ def describe(
     """Print a topic's or broker's configs."""
     with reported():
         res = _resource(topic, broker)
-        entries = admin(bootstrap).describe_configs([res])[res].result(TIMEOUT_S)
+        client = admin(bootstrap)
+        entries = client.describe_configs([res])[res].result(TIMEOUT_S)
         what = f"topic {topic}" if topic else f"broker {broker}"
         print(f"{'All' if all_ else 'Dynamic'} configs for {what} are:")
         for name, e in sorted(entries.items()):
@@ -74,5 +75,6 @@ def alter(
         ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
                 for k in deletes]
         res = _resource(topic, broker, ops)
-        admin(bootstrap).incremental_alter_configs([res])[res].result(TIMEOUT_S)
+        client = admin(bootstrap)
+        client.incremental_alter_configs([res])[res].result(TIMEOUT_S)
         console.print(f"Completed updating config for {'topic ' + topic if topic else 'broker'}.")

@@ -121,8 +121,9 @@ def alter(
     from confluent_kafka.admin import NewPartitions
 
     with reported():
-        _wait(admin(bootstrap).create_partitions([NewPartitions(topic, partitions)],
-                                                 request_timeout=TIMEOUT_S))
+        client = admin(bootstrap)  # keep it alive until the futures resolve
+        _wait(client.create_partitions([NewPartitions(topic, partitions)],
+                                       request_timeout=TIMEOUT_S))
         console.print(f"Topic {topic} now has {partitions} partitions.")
 
 
@@ -133,6 +134,7 @@ def delete(
 ) -> None:
     """Delete topics."""
     with reported():
-        _wait(admin(bootstrap).delete_topics(topics, request_timeout=TIMEOUT_S))
+        client = admin(bootstrap)
+        _wait(client.delete_topics(topics, request_timeout=TIMEOUT_S))
         for t in topics:
             console.print(f"Deleted topic {t}.")

@@ -204,7 +204,8 @@ _LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:]*):(\d+)$")
 def parse_listener(text: str) -> Listener:
     m = _LISTENER.match(text.strip())
     if not m:
-        raise ConfigError(f"Invalid listener '{text}': expected NAME://host:port")
+        raise ConfigError(f"Invalid value {text} for configuration listeners: "
+                          "expected NAME://host:port")
     host = m.group(2).strip("[]")
     port = int(m.group(3))
     if not 0 <= port <= 65535:
