@@ -5,13 +5,13 @@ Values only; the controller (controller.py) makes new images, the stores persist
 
 from __future__ import annotations
 
-import base64
 import re
 import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from odradek.protocol.errors import InvalidTopic
+from odradek.storage.checkpoints import new_uuid, uuid_from_str, uuid_to_str
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 MAX_TOPIC_NAME = 249
@@ -37,22 +37,18 @@ def validate_topic_name(name: str) -> None:
 
 def uuid_to_kafka(u: uuid.UUID) -> str:
     """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, no padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+    return uuid_to_str(u.bytes)
 
 
 def kafka_to_uuid(text: str) -> uuid.UUID:
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+    return uuid.UUID(bytes=uuid_from_str(text))
 
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
 def new_topic_id() -> uuid.UUID:
-    # Kafka never hands out the zero id or one whose string starts with '-'.
-    while True:
-        u = uuid.uuid4()
-        if u != ZERO_UUID and not uuid_to_kafka(u).startswith("-"):
-            return u
+    return kafka_to_uuid(new_uuid())
 
 
 @dataclass(frozen=True)

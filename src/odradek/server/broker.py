@@ -49,6 +49,7 @@ class Broker:
         self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopping = False
+        self._metrics_server: Any = None
         self.logs: LogManager
         self.controller: Controller
         self.replicas: ReplicaManager
@@ -88,9 +89,12 @@ class Broker:
         self.controller.add_listener(self._on_metadata_change)
         for server in self._servers:
             await server.start_serving()
-        self._every(int(self.config["log.flush.scheduler.interval.ms"]), self._flush_due)
+        # fsyncs and checkpoint writes block: keep them off the event loop
+        self._every(int(self.config["log.flush.scheduler.interval.ms"]),
+                    lambda: loop.run_in_executor(None, self.logs.flush_due))
         self._every(int(self.config["log.flush.offset.checkpoint.interval.ms"]) or 60_000,
-                    self.logs.checkpoint)
+                    lambda: loop.run_in_executor(None, self.logs.checkpoint))
+        self._start_metrics_endpoint()
         self._every(30_000, self._close_idle_connections)
         log.info("odradek broker %d started, cluster %s, listening on %s", self.node_id,
                  self.controller.image.cluster_id,
@@ -109,6 +113,8 @@ class Broker:
         for server in self._servers:
             await server.wait_closed()
         await asyncio.sleep(0)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
         self.logs.shutdown()
         log.info("odradek broker %d stopped", self.node_id)
 
@@ -242,8 +248,16 @@ class Broker:
                 parsed[name] = BROKER_CONFIGS[name].parse(value)
         self.config.dynamic = parsed
 
-    def _flush_due(self) -> None:
-        self.logs.flush_due()
+    def _start_metrics_endpoint(self) -> None:
+        port = int(self.config["metrics.port"])
+        if port < 0:
+            return
+        from prometheus_client import start_http_server
+
+        host = self.config.listeners[0].host or "0.0.0.0"
+        server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
+        self._metrics_server = server
+        log.info("metrics on http://%s:%d/metrics", host, server.server_port)
 
     def log_dir_usage(self) -> list[Any]:
         return list(self.logs.dir_usage())
