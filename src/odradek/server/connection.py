@@ -166,7 +166,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             # kio's native readers insist on read-only buffers
             view = memoryview(frame).toreadonly()
             header, offset = read_request_header(view, is_flexible_request(api_key, version))
-            request = decode_request(api_key, version, view, offset)
+            if handler.decode is not None:
+                request = handler.decode(frame, offset, version)
+            else:
+                request = decode_request(api_key, version, view, offset)
         except (InvalidRequest, UnsupportedVersion) as e:
             log.warning("closing connection from %s:%d: %s", *self.peer, e)
             self.close()

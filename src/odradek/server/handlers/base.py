@@ -41,6 +41,9 @@ class ApiHandler:
     min_version: int
     max_version: int
     handle: Callable[[RequestContext, Any], HandlerResult]
+    # A hand-written decoder (frame, body offset, version) for hot paths; kio otherwise.
+    # It gets the writable frame, so it can hand out slices that are patched in place.
+    decode: Callable[[bytearray, int, int], Any] | None = None
 
 
 @dataclass(slots=True)

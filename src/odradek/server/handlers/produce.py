@@ -16,6 +16,7 @@ from odradek.protocol.errors import (
     InvalidRequiredAcks,
     KafkaError,
 )
+from odradek.protocol.produce_request import decode_produce_request
 from odradek.server.handlers.base import (
     CLOSE_CONNECTION,
     ApiHandler,
@@ -35,7 +36,10 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any) -> tuple[
         partition = broker.replicas.get(topic, index)
         if records is None or len(records) == 0:
             raise CorruptMessage("produce request without records")
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        # the hand-written decoder hands out writable slices of the request frame
+        writable = isinstance(records, bytearray) or (
+            isinstance(records, memoryview) and not records.readonly)
+        buf = records if writable else bytearray(records)
         info = partition.append(buf)
         broker.metrics.on_produce(topic, len(buf), info.records_count)
         return (ErrorCode.none, info.first_offset, info.log_append_time,
@@ -88,4 +92,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return build(schema.ProduceResponse, responses=tuple(responses))
 
 
-HANDLER = ApiHandler(API_KEY, 3, 12, handle)
+HANDLER = ApiHandler(API_KEY, 3, 12, handle, decode=decode_produce_request)
