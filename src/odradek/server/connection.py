@@ -28,7 +28,7 @@ from odradek.protocol.messages import (
 from odradek.server.handlers import HANDLERS
 from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
 from odradek.server.handlers.api_versions import unsupported_version_response
-from odradek.server.handlers.base import CLOSE_CONNECTION, RequestContext
+from odradek.server.handlers.base import CLOSE_CONNECTION, Encoded, RequestContext
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -217,6 +217,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if result is CLOSE_CONNECTION:
             self.close()
             return
+        if isinstance(result, Encoded):
+            self._send(result.frame)
+            return
         try:
             data = encode_response(api_key, version, correlation_id, result)
         except Exception:
@@ -233,7 +236,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                       version, *self.peer, exc_info=exc or True)
         self.close()
 
-    def _send(self, data: bytes) -> None:
+    def _send(self, data: bytes | bytearray) -> None:
         if self.transport is not None and not self._closed:
             self.transport.write(data)
 

@@ -35,6 +35,13 @@ class _Close:
 CLOSE_CONNECTION: Any = _Close()
 
 
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A response a handler encoded itself, whole frame included (hot paths)."""
+
+    frame: bytes | bytearray
+
+
 @dataclass(frozen=True)
 class ApiHandler:
     api_key: int

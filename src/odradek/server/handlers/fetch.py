@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.protocol.errors import ErrorCode, KafkaError, UnknownTopicId, UnknownTopicOrPartition
+from odradek.protocol.errors import KafkaError, UnknownTopicId, UnknownTopicOrPartition
+from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
 from odradek.replication.purgatory import DelayedFetch
 from odradek.replication.replica_manager import Partition, PartitionRead
-from odradek.server.handlers.base import ApiHandler, RequestContext, build, to_ms
+from odradek.server.handlers.base import ApiHandler, Encoded, RequestContext, to_ms
 
 API_KEY = 1
 READ_COMMITTED = 1
@@ -46,29 +47,21 @@ def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
     return out
 
 
-def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]) -> Any:
-    schema = ctx.schema
-    by_topic: dict[Any, list[Any]] = {}
+def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]) -> Encoded:
+    by_topic: dict[Any, list[FetchedPartition]] = {}
     for (key, index, _), r in zip(wanted, reads, strict=True):
         by_topic.setdefault(key, []).append(
-            build(
-                schema.PartitionData,
-                partition_index=index,
-                error_code=r.error.code if r.error else ErrorCode.none,
+            FetchedPartition(
+                index=index,
+                error_code=int(r.error.code) if r.error else 0,
                 high_watermark=r.high_watermark,
                 last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
-                aborted_transactions=None,
-                preferred_read_replica=-1,
                 records=r.records,
             )
         )
-    responses = tuple(
-        build(schema.FetchableTopicResponse, topic=key, topic_id=key, partitions=tuple(parts))
-        for key, parts in by_topic.items()
-    )
-    return build(schema.FetchResponse, error_code=ErrorCode.none, session_id=0,
-                 responses=responses)
+    return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id,
+                                         list(by_topic.items())))
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
