@@ -5,13 +5,14 @@ from __future__ import annotations
 import typer
 
 from odradek.cli import broker as broker_cmd
-from odradek.cli import configs, console_io, dump_log, topics
+from odradek.cli import configs, console_io, demo, dump_log, lake, pipeline_cmd, topics
 
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     help="odradek: Kafka-compatible streaming in Python",
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 
 app.command("broker")(broker_cmd.broker)
@@ -20,14 +21,27 @@ app.add_typer(configs.app, name="configs")
 app.command("produce")(console_io.produce)
 app.command("consume")(console_io.consume)
 app.command("dump-log")(dump_log.dump_log)
+app.add_typer(lake.app, name="lake")
+app.add_typer(pipeline_cmd.app, name="pipeline")
+app.add_typer(demo.app, name="demo")
 
 
 @app.command("up")
 def up(
-    log_level: str = typer.Option("INFO", "--log-level", envvar="ODRADEK_LOG_LEVEL"),
+    rate: float = typer.Option(200.0, "--rate", help="Fleet events per second"),
+    devices: int = typer.Option(30, "--devices"),
+    duration: float | None = typer.Option(None, "--duration",
+                                          help="Stop after this many seconds"),
+    log_level: str = typer.Option("WARNING", "--log-level", envvar="ODRADEK_LOG_LEVEL"),
 ) -> None:
-    """Run the main job on embedded defaults: a broker on localhost:9092."""
-    broker_cmd.broker(None, None, log_level)
+    """Broker, device fleet, lake ingest and device stats on embedded defaults.
+
+    The broker listens on localhost:9092 with its data in ~/.local/share/odradek;
+    Ctrl-C stops everything cleanly.
+    """
+    from odradek.cli.up import run
+
+    run(rate=rate, devices=devices, duration=duration, log_level=log_level)
 
 
 def main() -> None:

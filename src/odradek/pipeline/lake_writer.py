@@ -1,0 +1,332 @@
+"""One micro-batch into the lake: parse, infer, merge the schema, write, commit once.
+
+Spark writes the Parquet files (distributed; nothing is collected to the driver); the
+driver then registers them in one Iceberg transaction that also evolves the schema and
+records the batch (query id, batch id, end offsets). A batch the table already holds is
+recognised by that record and skipped, so a replay after a crash never writes twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from odradek.pipeline.avro_values import AvroDecoder
+from odradek.pipeline.jsontypes import STRUCT, JType, from_arrow, parse_variant_schema, to_arrow
+from odradek.pipeline.lake_catalog import (
+    META_COLUMNS,
+    PROP_CONFLICTS,
+    PROP_LAST_BATCH,
+    PROP_OFFSETS,
+    SUMMARY_BATCH,
+    SUMMARY_OFFSETS,
+    SUMMARY_QUARANTINED,
+    SUMMARY_QUERY,
+    SUMMARY_ROWS,
+    SUMMARY_START,
+    LakeConfig,
+    conflicts,
+    ensure_table,
+    last_batch,
+    open_catalog,
+    quarantine_identifier,
+    with_retry,
+)
+from odradek.pipeline.offsets import offsets_to_json
+from odradek.pipeline.schema_merge import Conflict, MergePlan, load_expressions, plan_merge
+
+log = logging.getLogger(__name__)
+
+_STATUS = """CASE
+  WHEN _raw IS NULL THEN 'empty'
+  WHEN _decode_error IS NOT NULL OR v IS NULL THEN 'malformed'
+  WHEN left(ltrim(translate(substring({text}, 1, 64), '\\t\\n\\r', '   ')), 1)
+       <> '{{' THEN 'not-object'
+  ELSE 'ok' END"""
+
+
+def json_error(raw: bytes | None) -> str:
+    """Why a value is not a JSON object, in words a person can act on."""
+    if raw is None:
+        return "empty value"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 text: {e.reason} at byte {e.start}"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
+    if not isinstance(value, dict):
+        return f"not a JSON object but a {type(value).__name__}"
+    return "malformed JSON (refused by Spark's parser)"
+
+
+@dataclass
+class BatchResult:
+    batch_id: int
+    rows: int = 0
+    quarantined: int = 0
+    files: int = 0
+    skipped: bool = False
+    evolved: bool = False
+    conflicts: list[Conflict] = field(default_factory=list)
+    end_offsets: dict[str, dict[str, int]] | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def checkpoint_query_id(checkpoint: Path) -> str | None:
+    try:
+        return str(json.loads((checkpoint / "metadata").read_text())["id"])
+    except (FileNotFoundError, KeyError, json.JSONDecodeError):
+        return None
+
+
+def checkpoint_offsets(checkpoint: Path, batch_id: int) -> dict[str, dict[str, int]] | None:
+    """The source's end offsets for a batch, from Spark's offset log (written before the run).
+
+    The file is `v1`, a metadata line, then one line per source; the ingest query has one.
+    """
+    try:
+        lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    except FileNotFoundError:
+        return None
+    if len(lines) < 3 or not lines[2].strip().startswith("{"):
+        return None
+    return dict(json.loads(lines[2]))
+
+
+def _list_parquet(uri: str) -> list[str]:
+    fs, path = pafs.FileSystem.from_uri(uri)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, recursive=True))
+    except FileNotFoundError:
+        return []
+    scheme = urlparse(uri).scheme or "file"
+    prefix = "file://" if scheme == "file" else f"{scheme}://"
+    return sorted(prefix + i.path for i in infos
+                  if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
+
+
+def _data_type(table: Table) -> JType:
+    arrow = table.schema().as_arrow()
+    return JType(STRUCT, tuple((f.name, from_arrow(f.type)) for f in arrow
+                               if f.name not in META_COLUMNS))
+
+
+def _merged_conflicts(table: Table, new: list[Conflict], batch_id: int, query_id: str,
+                      offsets: dict[str, dict[str, int]] | None) -> str | None:
+    known = conflicts(table)
+    seen = {(c["column"], c["seen_type"]) for c in known}
+    added = False
+    now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+    for c in new:
+        if (c.column, c.seen_type) in seen:
+            continue
+        known.append({**c.as_dict(), "first_batch": batch_id, "query_id": query_id,
+                      "first_seen": now, "offsets": offsets or {}})
+        seen.add((c.column, c.seen_type))
+        added = True
+    return json.dumps(known) if added else None
+
+
+class LakeWriter:
+    """`foreachBatch` target: lands each micro-batch of Kafka records in an Iceberg table."""
+
+    def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
+                 query_id: str | None = None,
+                 on_batch: Callable[[BatchResult], None] | None = None,
+                 avro: AvroDecoder | None = None) -> None:
+        self.config = config
+        self.table_name = table if "." in table else f"default.{table}"
+        self.checkpoint = checkpoint
+        self._query_id = query_id
+        self.on_batch = on_batch
+        self.avro = avro
+        self._catalog: Catalog | None = None
+
+    @property
+    def catalog(self) -> Catalog:
+        if self._catalog is None:
+            self._catalog = open_catalog(self.config)
+        return self._catalog
+
+    def query_id(self) -> str:
+        if self._query_id is None and self.checkpoint is not None:
+            self._query_id = checkpoint_query_id(self.checkpoint)
+        return self._query_id or "batch"
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        result = self.write_batch(df, batch_id)
+        if self.on_batch is not None:
+            self.on_batch(result)
+
+    def _end_offsets(self, parsed: DataFrame, batch_id: int) -> dict[str, dict[str, int]]:
+        if self.checkpoint is not None:
+            recorded = checkpoint_offsets(self.checkpoint, batch_id)
+            if recorded is not None:
+                return recorded
+        rows = parsed.groupBy("_topic", "_partition").agg(F.max("_offset").alias("m")).collect()
+        return offsets_to_json({(r["_topic"], r["_partition"]): r["m"] + 1 for r in rows})
+
+    def write_batch(self, df: DataFrame, batch_id: int) -> BatchResult:
+        query_id = self.query_id()
+        result = BatchResult(batch_id)
+        table = with_retry("open table", lambda: ensure_table(self.catalog, self.table_name))
+        done = last_batch(table, query_id)
+        if done is not None and done >= batch_id:
+            log.info("batch %d of query %s is already in %s; skipping the replay",
+                     batch_id, query_id, self.table_name)
+            result.skipped = True
+            return result
+
+        parsed = self._parse(df)
+        parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
+        clock = time.perf_counter()
+
+        def lap(name: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            result.timings[name] = now - clock
+            clock = now
+
+        try:
+            stats = parsed.agg(
+                F.expr("schema_of_variant_agg(CASE WHEN _status = 'ok' THEN v END)").alias("s"),
+                F.count(F.lit(1)).alias("n"),
+                F.sum(F.expr("CASE WHEN _status IN ('malformed', 'not-object') THEN 1 "
+                             "ELSE 0 END")).alias("bad"),
+            ).collect()[0]
+            total, bad = int(stats["n"]), int(stats["bad"] or 0)
+            lap("infer")
+            if total == 0:
+                return result
+            end_offsets = self._end_offsets(parsed, batch_id)
+            result.end_offsets = end_offsets
+            plan = plan_merge(_data_type(table), parse_variant_schema(stats["s"]))
+            result.conflicts = plan.conflicts
+            result.evolved = plan.evolved
+            base = f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
+            if bad:
+                self._write_quarantine(parsed, batch_id, query_id, end_offsets, bad)
+                lap("quarantine")
+            good = total - bad
+            files: list[str] = []
+            if good:
+                exprs = ["_topic", "_partition", "_offset", "_timestamp", "_key",
+                         *load_expressions(plan),
+                         "_topic AS _p_topic", "date_format(_timestamp, 'yyyy-MM-dd') AS _p_day"]
+                (parsed.where("_status IN ('ok', 'empty')").selectExpr(*exprs)
+                 .write.mode("overwrite").partitionBy("_p_topic", "_p_day").parquet(base))
+                files = _list_parquet(base)
+                lap("write")
+            self._commit(plan, files, batch_id, query_id, end_offsets, good, bad)
+            lap("commit")
+            result.rows, result.quarantined, result.files = good, bad, len(files)
+            return result
+        finally:
+            parsed.unpersist()
+
+    def _parse(self, df: DataFrame) -> DataFrame:
+        """Kafka columns, the raw value, its parsed form `v` and a status per record."""
+        meta = ["topic AS _topic", "partition AS _partition", "offset AS _offset",
+                "timestamp AS _timestamp", "CAST(key AS STRING) AS _key", "value AS _raw"]
+        if self.avro is None:
+            return df.selectExpr(
+                *meta, "try_parse_json(CAST(value AS STRING)) AS v",
+                "CAST(NULL AS STRING) AS _decode_error",
+            ).withColumn("_status", F.expr(_STATUS.format(text="CAST(_raw AS STRING)")))
+        decoder = self.avro
+
+        def decode(value: bytes | None) -> tuple[str | None, str | None]:
+            return decoder.decode(value)
+
+        to_json = F.udf(decode, "struct<json:string,error:string>", useArrow=True)
+        return (df.selectExpr(*meta).withColumn("_decoded", to_json(F.col("_raw")))
+                .selectExpr("*", "try_parse_json(_decoded.json) AS v",
+                            "_decoded.error AS _decode_error")
+                .withColumn("_status", F.expr(_STATUS.format(text="_decoded.json")))
+                .drop("_decoded"))
+
+    def _write_quarantine(self, parsed: DataFrame, batch_id: int, query_id: str,
+                          end_offsets: dict[str, dict[str, int]], bad: int) -> None:
+        name = quarantine_identifier(self.table_name)
+        table = with_retry("open quarantine table",
+                           lambda: ensure_table(self.catalog, name, quarantine=True))
+        done = last_batch(table, query_id)
+        if done is not None and done >= batch_id:
+            return
+        explain = F.udf(json_error, "string", useArrow=True)
+        base = f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
+        (parsed.where("_status IN ('malformed', 'not-object')")
+         .select("_topic", "_partition", "_offset", "_timestamp", "_key",
+                 F.col("_raw").alias("raw"),
+                 F.coalesce(F.col("_decode_error"), explain(F.col("_raw"))).alias("error"),
+                 F.col("_topic").alias("_p_topic"),
+                 F.date_format("_timestamp", "yyyy-MM-dd").alias("_p_day"))
+         .write.mode("overwrite").partitionBy("_p_topic", "_p_day").parquet(base))
+        files = _list_parquet(base)
+        summary = {SUMMARY_QUERY: query_id, SUMMARY_BATCH: str(batch_id),
+                   SUMMARY_OFFSETS: json.dumps(end_offsets), SUMMARY_ROWS: str(bad)}
+
+        def attempt() -> None:
+            fresh = self.catalog.load_table(name)
+            if (last_batch(fresh, query_id) or -1) >= batch_id:
+                return
+            tx = fresh.transaction()
+            tx.add_files(files, snapshot_properties=summary, check_duplicate_files=False)
+            tx.set_properties({PROP_LAST_BATCH + query_id: str(batch_id)})
+            tx.commit_transaction()
+
+        with_retry(f"commit batch {batch_id} to {name}", attempt)
+
+    def _commit(self, plan: MergePlan, files: list[str], batch_id: int, query_id: str,
+                end_offsets: dict[str, dict[str, int]], good: int, bad: int) -> None:
+        start = (checkpoint_offsets(self.checkpoint, batch_id - 1)
+                 if self.checkpoint is not None and batch_id > 0 else None)
+        summary = {SUMMARY_QUERY: query_id, SUMMARY_BATCH: str(batch_id),
+                   SUMMARY_OFFSETS: json.dumps(end_offsets), SUMMARY_ROWS: str(good),
+                   SUMMARY_QUARANTINED: str(bad)}
+        if start is not None:
+            summary[SUMMARY_START] = json.dumps(start)
+        new_columns = pa.schema([pa.field(n, to_arrow(t)) for n, t in plan.table.fields])
+
+        def attempt() -> None:
+            table = self.catalog.load_table(self.table_name)
+            if (last_batch(table, query_id) or -1) >= batch_id:
+                return  # an earlier attempt of this batch got through
+            tx = table.transaction()
+            current = _data_type(table)
+            if plan.evolved or any(current.field(n) != t for n, t in plan.table.fields):
+                with tx.update_schema() as update:
+                    update.union_by_name(new_columns)
+            props: dict[str, Any] = {PROP_LAST_BATCH + query_id: str(batch_id)}
+            merged = json.loads(table.properties.get(PROP_OFFSETS, "{}"))
+            for topic, parts in end_offsets.items():
+                merged.setdefault(topic, {}).update(parts)
+            props[PROP_OFFSETS] = json.dumps(merged)
+            conflict_json = _merged_conflicts(table, plan.conflicts, batch_id, query_id,
+                                              end_offsets)
+            if conflict_json is not None:
+                props[PROP_CONFLICTS] = conflict_json
+            if files:
+                tx.add_files(files, snapshot_properties=summary, check_duplicate_files=False)
+            tx.set_properties(props)
+            tx.commit_transaction()
+
+        with_retry(f"commit batch {batch_id} to {self.table_name}", attempt)

@@ -1,0 +1,41 @@
+"""One SparkSession (local[2]) and one broker for the whole pipeline suite."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.conftest import BrokerProcess
+
+pyspark = pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pipeline_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    broker = BrokerProcess(tmp_path_factory.mktemp("pipeline-broker") / "data").start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
+    from odradek.pipeline.session import build_session
+
+    session = build_session(app_name="odradek-tests",
+                            warehouse=tmp_path_factory.mktemp("spark"),
+                            extra={"spark.ui.showConsoleProgress": "false"})
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def bootstrap(pipeline_broker: BrokerProcess) -> str:
+    return pipeline_broker.bootstrap
+
+
+@pytest.fixture
+def lake_dir(tmp_path: Path) -> Path:
+    return tmp_path / "lake"

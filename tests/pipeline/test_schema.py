@@ -1,0 +1,121 @@
+"""Schema inference and merging: Spark's variant schemas in, the lake's policy out. No Spark."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from odradek.pipeline.jsontypes import (
+    DOUBLE,
+    LONG,
+    STRING,
+    STRUCT,
+    JType,
+    from_arrow,
+    parse_variant_schema,
+    prune,
+    scalar,
+    struct,
+    to_arrow,
+)
+from odradek.pipeline.lake_writer import json_error
+from odradek.pipeline.schema_merge import load_expressions, plan_merge, variant_path
+
+
+def test_parses_sparks_variant_schema_strings() -> None:
+    t = parse_variant_schema(
+        "OBJECT<a: DECIMAL(21,1), b: VOID, e: ARRAY<VOID>, n: OBJECT<x: VARIANT, "
+        "y: ARRAY<OBJECT<q: BIGINT>>>, o: OBJECT<>, `we ird:``x`: BIGINT, s: STRING>")
+    assert t is not None and t.kind == STRUCT
+    assert t.names() == ["a", "n", "o", "we ird:`x", "s"]  # VOID fields carry no type yet
+    assert t.field("a") == scalar(DOUBLE)
+    n = t.field("n")
+    assert n is not None and n.field("x") is not None and n.field("x").kind == "mixed"  # type: ignore[union-attr]
+    pruned = prune(t)
+    assert pruned is not None and "o" not in pruned.names()
+    assert parse_variant_schema(None) is None
+
+
+def test_arrow_round_trip_of_types() -> None:
+    t = struct(("a", scalar(LONG)), ("b", struct(("c", scalar(STRING)))),
+               ("l", JType("list", element=scalar(DOUBLE))))
+    arrow = to_arrow(t)
+    assert from_arrow(arrow) == t
+    assert from_arrow(pa.int32()).kind == "int"
+
+
+TABLE = struct(("device_id", scalar(STRING)), ("temperature", scalar(LONG)),
+               ("meta", struct(("fw", scalar(STRING)))))
+
+
+def test_new_fields_are_added_and_missing_ones_are_null() -> None:
+    batch = struct(("device_id", scalar(STRING)), ("signal_dbm", scalar(LONG)))
+    plan = plan_merge(TABLE, batch)
+    assert plan.evolved and plan.table.names() == [
+        "device_id", "temperature", "meta", "signal_dbm"]
+    modes = {load.name: load.mode for load in plan.loads}
+    assert modes == {"device_id": "cast", "temperature": "null", "meta": "null",
+                     "signal_dbm": "cast"}
+    assert not plan.conflicts
+
+
+def test_long_values_fit_a_double_column_and_int_widens_to_long() -> None:
+    plan = plan_merge(struct(("x", scalar(DOUBLE))), struct(("x", scalar(LONG))))
+    assert not plan.conflicts and not plan.evolved
+    widened = plan_merge(struct(("x", JType("int"))), struct(("x", scalar(LONG))))
+    assert widened.evolved and widened.table.field("x") == scalar(LONG)
+
+
+def test_nested_new_fields_merge_into_the_struct() -> None:
+    plan = plan_merge(TABLE, struct(("meta", struct(("fw", scalar(STRING)),
+                                                   ("hw", scalar(LONG))))))
+    meta = plan.table.field("meta")
+    assert plan.evolved and meta is not None and meta.names() == ["fw", "hw"]
+
+
+def test_a_conflicting_type_goes_to_a_string_sibling_and_is_recorded() -> None:
+    plan = plan_merge(TABLE, struct(("temperature", scalar(DOUBLE))))
+    assert plan.table.field("temperature") == scalar(LONG)  # never changed under old data
+    assert plan.table.field("temperature__string") == scalar(STRING)
+    [conflict] = plan.conflicts
+    assert (conflict.column, conflict.table_type, conflict.seen_type) == (
+        "temperature", "long", "double")
+    exprs = " ".join(load_expressions(plan))
+    # row by row: what is an integer stays in the column, the rest is kept as text
+    assert "startswith(schema_of_variant" in exprs and "`temperature__string`" in exprs
+
+
+def test_mixed_types_in_one_batch_make_a_string_column() -> None:
+    batch = parse_variant_schema("OBJECT<status: VARIANT>")
+    plan = plan_merge(JType(STRUCT), batch)
+    assert plan.table.field("status") == scalar(STRING)
+    assert plan.conflicts[0].resolution.startswith("mixed types")
+
+
+def test_anything_fits_a_string_column_and_is_noted() -> None:
+    plan = plan_merge(struct(("v", scalar(STRING))), struct(("v", scalar(LONG))))
+    assert plan.table.field("v") == scalar(STRING) and plan.loads[0].mode == "cast"
+    assert plan.conflicts[0].resolution == "stored as text in the string column"
+
+
+def test_struct_conflicts_keep_the_whole_value_as_text() -> None:
+    plan = plan_merge(TABLE, struct(("meta", scalar(STRING))))
+    modes = {load.name: load.mode for load in plan.loads}
+    assert modes["meta"] == "sibling" and modes["meta__string"] == "sibling"
+
+
+def test_reserved_sibling_of_another_type_is_an_error() -> None:
+    table = struct(("x", scalar(LONG)), ("x__string", scalar(LONG)))
+    with pytest.raises(ValueError, match="reserved"):
+        plan_merge(table, struct(("x", scalar(STRING))))
+
+
+def test_variant_paths_quote_any_key() -> None:
+    assert variant_path("a.b") == '$["a.b"]'
+    assert variant_path('say "hi"') == "$['say \"hi\"']"
+
+
+def test_quarantine_errors_say_what_is_wrong() -> None:
+    assert json_error(b'{"a": 1') .startswith("malformed JSON: Expecting")
+    assert json_error(b"\xff\xfe{") .startswith("not UTF-8 text")
+    assert json_error(b"[1, 2]") == "not a JSON object but a list"
