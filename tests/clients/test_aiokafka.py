@@ -6,6 +6,7 @@ import asyncio
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
 from tests.conftest import BrokerProcess
 
 

@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     NewTopic,
     OffsetSpec,
 )
+
 from tests.conftest import BrokerProcess
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

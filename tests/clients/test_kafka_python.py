@@ -8,6 +8,7 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
 from kafka.errors import TopicAlreadyExistsError
+
 from tests.conftest import BrokerProcess
 
 

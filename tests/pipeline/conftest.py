@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tests.conftest import BrokerProcess
 
 pyspark = pytest.importorskip("pyspark")

@@ -11,6 +11,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
 from tests.conftest import BrokerProcess
 from tests.wire import WireClient
 

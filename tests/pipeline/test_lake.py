@@ -12,7 +12,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
-from tests.pipeline.helpers import create_topic, produce, produce_values, topic
 from typer.testing import CliRunner
 
 from odradek.cli.lake import app as lake_app
@@ -27,6 +26,7 @@ from odradek.pipeline.lake_catalog import (
     with_retry,
 )
 from odradek.pipeline.lake_writer import BatchResult
+from tests.pipeline.helpers import create_topic, produce, produce_values, topic
 
 TABLE = "iot.events"
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient, ConfigResource
 from pyspark.sql import SparkSession
-from tests.pipeline.helpers import create_topic, produce, produce_values, topic
 
 from odradek.pipeline.fleet import FleetConfig, FleetSimulator
 from odradek.pipeline.lake_catalog import LakeConfig, open_catalog
@@ -22,6 +21,7 @@ from odradek.pipeline.stateful import (
     word_count_sink,
     word_counts,
 )
+from tests.pipeline.helpers import create_topic, produce, produce_values, topic
 
 
 def latest_per_key(spark: SparkSession, bootstrap: str, name: str) -> dict[str, Any]:

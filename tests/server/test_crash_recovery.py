@@ -6,6 +6,7 @@ import threading
 import time
 
 from confluent_kafka import Producer
+
 from tests.clients.test_confluent_kafka import consume_all, create_topic
 from tests.conftest import BrokerProcess
 

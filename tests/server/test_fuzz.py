@@ -6,12 +6,11 @@ import random
 import socket
 import struct
 
+from odradek.protocol.messages import encode_request, request_class
 from tests.clients.test_confluent_kafka import create_topic
 from tests.conftest import BrokerProcess
 from tests.server.test_wire import produce
 from tests.wire import WireClient
-
-from odradek.protocol.messages import encode_request, request_class
 
 
 def _seed_frames(topic: str) -> list[bytes]:

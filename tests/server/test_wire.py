@@ -6,12 +6,12 @@ import datetime
 import struct
 
 import pytest
-from tests.clients.test_confluent_kafka import create_topic
-from tests.conftest import BrokerProcess
-from tests.wire import WireClient
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, decode_batches, encode_batch
+from tests.clients.test_confluent_kafka import create_topic
+from tests.conftest import BrokerProcess
+from tests.wire import WireClient
 
 PRODUCE, FETCH, METADATA, API_VERSIONS, INIT_PID = 0, 1, 3, 18, 22
 

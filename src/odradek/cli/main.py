@@ -5,7 +5,17 @@ from __future__ import annotations
 import typer
 
 from odradek.cli import broker as broker_cmd
-from odradek.cli import configs, console_io, demo, dump_log, lake, pipeline_cmd, topics
+from odradek.cli import (
+    configs,
+    console_io,
+    demo,
+    dump_log,
+    groups,
+    lag,
+    lake,
+    pipeline_cmd,
+    topics,
+)
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -21,6 +31,8 @@ app.add_typer(configs.app, name="configs")
 app.command("produce")(console_io.produce)
 app.command("consume")(console_io.consume)
 app.command("dump-log")(dump_log.dump_log)
+app.add_typer(groups.app, name="groups")
+app.command("lag")(lag.lag)
 app.add_typer(lake.app, name="lake")
 app.add_typer(pipeline_cmd.app, name="pipeline")
 app.add_typer(demo.app, name="demo")

@@ -181,6 +181,16 @@ class Controller:
         log.info("created topic %s with %d partitions", name, len(topic.partitions))
         return topic
 
+    def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                              configs: Mapping[str, str]) -> TopicInfo:
+        """Create an internal topic (`__consumer_offsets`) unless it exists; the
+        replication factor is capped at the live brokers, as Kafka does for these."""
+        existing = self.image.topics.get(name)
+        if existing is not None:
+            return existing
+        rf = max(1, min(replication_factor, len(self._live_brokers())))
+        return self.create_topic(name, num_partitions, rf, configs=configs)
+
     def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
         topic = self.image.topics.get(name)
         if topic is None:

@@ -28,8 +28,21 @@ def api_name(api_key: int) -> str:
     return api_key_map.get(api_key, f"api_{api_key}")
 
 
+def _hand_written() -> dict[tuple[int, int, EntityType], type[Message]]:
+    """Versions kio has no schema for (Kafka 4 dropped them) that old clients still send."""
+    from odradek.protocol import list_offsets_v0
+
+    return {
+        (2, 0, EntityType.request): list_offsets_v0.ListOffsetsRequest,
+        (2, 0, EntityType.response): list_offsets_v0.ListOffsetsResponse,
+    }
+
+
 @cache
 def _entity_class(api_key: int, version: int, entity_type: EntityType) -> type[Message]:
+    extra = _hand_written().get((api_key, version, entity_type))
+    if extra is not None:
+        return extra
     try:
         name = api_key_map[api_key]
         module = load_entity_module(name, version, entity_type)  # type: ignore[arg-type]

@@ -22,16 +22,19 @@ from odradek.cluster.store import FileMetadataStore
 from odradek.replication.replica_manager import Partition, ReplicaManager
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
+from odradek.server.group_storage import create_group_coordinator, follow_leadership
 from odradek.server.metrics import BrokerMetrics
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
     read_meta_properties,
     read_partition_metadata,
 )
+from odradek.storage.cleaner_manager import CleanerConfig, owner_via
 from odradek.storage.log_config import LogConfig
 from odradek.storage.manager import LogManager
 
 if TYPE_CHECKING:
+    from odradek.coordinator.group import GroupCoordinator
     from odradek.server.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -53,6 +56,7 @@ class Broker:
         self.logs: LogManager
         self.controller: Controller
         self.replicas: ReplicaManager
+        self.groups: GroupCoordinator
 
     # ---- lifecycle --------------------------------------------------------------
 
@@ -71,7 +75,10 @@ class Broker:
             config=self._config_for_dir_name,
             recovery_threads_per_dir=int(self.config["num.recovery.threads.per.data.dir"]),
             producer_id_expiration_ms=int(self.config["producer.id.expiration.ms"]),
+            file_delete_delay_ms=int(self.config["log.segment.delete.delay.ms"]),
+            cleaner_config=self._cleaner_config(),
         )
+        self.logs.on_log_moved = self._on_log_moved
         await loop.run_in_executor(None, self.logs.startup)
         log.info("loaded %d logs from %s in %.2fs", len(self.logs.all_logs()),
                  ", ".join(str(d) for d in dirs), time.monotonic() - started)
@@ -86,6 +93,9 @@ class Broker:
         self._apply_dynamic_broker_configs(self.controller.image)
         self.replicas = ReplicaManager(self.logs)
         self._reconcile()
+        self.groups = create_group_coordinator(self)
+        follow_leadership(self)  # loads the groups of the offsets partitions we lead
+        self.groups.start()
         self.controller.add_listener(self._on_metadata_change)
         for server in self._servers:
             await server.start_serving()
@@ -96,6 +106,9 @@ class Broker:
                     lambda: loop.run_in_executor(None, self.logs.checkpoint))
         self._start_metrics_endpoint()
         self._every(30_000, self._close_idle_connections)
+        self._every(int(self.config["log.retention.check.interval.ms"]), self.logs.cleanup_logs)
+        # The cleaner's threads swap cleaned segments in on the loop, which owns the logs.
+        self.logs.start_cleaner(owner_via(loop.call_soon_threadsafe))
         log.info("odradek broker %d started, cluster %s, listening on %s", self.node_id,
                  self.controller.image.cluster_id,
                  ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
@@ -110,11 +123,15 @@ class Broker:
             conn.close()
         for task in list(self._tasks):
             task.cancel()
+        if hasattr(self, "groups"):
+            self.groups.stop()
         for server in self._servers:
             await server.wait_closed()
         await asyncio.sleep(0)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
+        # In a thread: a cleaner thread may be waiting for the loop to swap a segment in.
+        await asyncio.get_running_loop().run_in_executor(None, self.logs.stop_cleaner)
         self.logs.shutdown()
         log.info("odradek broker %d stopped", self.node_id)
 
@@ -155,6 +172,17 @@ class Broker:
         first = endpoints[0]
         return BrokerInfo(self.node_id, first[1], first[2], self.config["broker.rack"],
                           tuple(endpoints))
+
+    def _cleaner_config(self) -> CleanerConfig:
+        threads = int(self.config["log.cleaner.threads"])
+        return CleanerConfig(
+            enable=bool(self.config["log.cleaner.enable"]) and threads > 0,
+            num_threads=max(threads, 1),
+            dedupe_buffer_size=int(self.config["log.cleaner.dedupe.buffer.size"]),
+            io_buffer_size=int(self.config["log.cleaner.io.buffer.size"]),
+            io_max_bytes_per_second=float(self.config["log.cleaner.io.max.bytes.per.second"]),
+            backoff_ms=int(self.config["log.cleaner.backoff.ms"]),
+        )
 
     def track(self, task: asyncio.Future[Any]) -> None:
         self._tasks.add(task)
@@ -228,14 +256,20 @@ class Broker:
     ) -> None:
         if event in ("created", "partitions"):
             self._open_partitions(topic)
+            if topic == "__consumer_offsets":
+                follow_leadership(self)
         elif event == "deleted":
             for p in self.replicas.remove_topic(topic):
                 self.logs.delete(p.topic, p.index)
             self.metrics.partitions.set(len(self.replicas.partitions))
+            if topic == "__consumer_offsets":
+                follow_leadership(self)
         elif event == "configs":
             config = self.log_config_for(topic)
             for p in self.replicas.topic_partitions(topic):
                 p.log.update_config(config)
+            if self.logs.cleaner is not None:
+                self.logs.cleaner.wake()  # e.g. cleanup.policy became compact
         elif event == "broker-configs":
             self._apply_dynamic_broker_configs(new)
             for p in self.replicas.partitions.values():
@@ -258,6 +292,12 @@ class Broker:
         server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
         self._metrics_server = server
         log.info("metrics on http://%s:%d/metrics", host, server.server_port)
+
+    def _on_log_moved(self, tp: tuple[str, int], moved: Any) -> None:
+        """AlterReplicaLogDirs finished: the partition serves from its new log."""
+        partition = self.replicas.partitions.get(tp)
+        if partition is not None:
+            partition.log = moved
 
     def log_dir_usage(self) -> list[Any]:
         return list(self.logs.dir_usage())

@@ -28,11 +28,20 @@ import importlib
 import struct
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from kio.serial import entity_reader
 
+from odradek.protocol.group_records import (
+    GROUP_METADATA_KEY,
+    GROUP_METADATA_VALUE,
+    OFFSET_COMMIT_KEY,
+    OFFSET_COMMIT_VALUE,
+    Field,
+    Malformed,
+    Struct,
+    read_message,
+)
 from odradek.protocol.records import Record
 
 __all__ = [
@@ -87,204 +96,33 @@ def to_json(value: object) -> str:
 
 
 # ---------------------------------------------------------------------------- schemas
+# The group coordinator's records and their reader live in protocol/group_records.py;
+# the transaction coordinator's schemas are written in the same terms.
 
-_ALL = 0x7FFF
-
-
-@dataclass(frozen=True, slots=True)
-class _Field:
-    name: str  # as Kafka's JSON converters name it (camelCase)
-    kind: str | _Struct  # int8 int16 int32 int64 string bytes []int32 []string, or []struct
-    since: int = 0
-    until: int = _ALL
-    nullable: bool = False
-    tag: int | None = None  # tagged fields are written only when not the default
-    default: object = None
-
-
-@dataclass(frozen=True, slots=True)
-class _Struct:
-    name: str
-    fields: tuple[_Field, ...]
-    flexible_since: int = _ALL + 1
-
-
-# From Kafka's group-coordinator and transaction-coordinator message definitions.
-_OFFSET_COMMIT_KEY = _Struct(
-    "OffsetCommitKey",
-    (_Field("group", "string"), _Field("topic", "string"), _Field("partition", "int32")),
-)
-_GROUP_METADATA_KEY = _Struct("GroupMetadataKey", (_Field("group", "string"),))
-_OFFSET_COMMIT_VALUE = _Struct(
-    "OffsetCommitValue",
-    (
-        _Field("offset", "int64"),
-        _Field("leaderEpoch", "int32", since=3),
-        _Field("metadata", "string"),
-        _Field("commitTimestamp", "int64"),
-        _Field("expireTimestamp", "int64", since=1, until=1),
-    ),
-    flexible_since=4,
-)
-_MEMBER_METADATA = _Struct(
-    "MemberMetadata",
-    (
-        _Field("memberId", "string"),
-        _Field("groupInstanceId", "string", since=3, nullable=True),
-        _Field("clientId", "string"),
-        _Field("clientHost", "string"),
-        _Field("rebalanceTimeout", "int32", since=1),
-        _Field("sessionTimeout", "int32"),
-        _Field("subscription", "bytes"),
-        _Field("assignment", "bytes"),
-    ),
-    flexible_since=4,
-)
-_GROUP_METADATA_VALUE = _Struct(
-    "GroupMetadataValue",
-    (
-        _Field("protocolType", "string"),
-        _Field("generation", "int32"),
-        _Field("protocol", "string", nullable=True),
-        _Field("leader", "string", nullable=True),
-        _Field("currentStateTimestamp", "int64", since=2),
-        _Field("members", _MEMBER_METADATA),
-    ),
-    flexible_since=4,
-)
-_TRANSACTION_LOG_KEY = _Struct("TransactionLogKey", (_Field("transactionalId", "string"),))
-_PARTITIONS = _Struct(
+_TRANSACTION_LOG_KEY = Struct("TransactionLogKey", (Field("transactionalId", "string"),))
+_PARTITIONS = Struct(
     "PartitionsSchema",
-    (_Field("topic", "string"), _Field("partitionIds", "[]int32")),
+    (Field("topic", "string"), Field("partitionIds", "[]int32")),
     flexible_since=1,
 )
-_TRANSACTION_LOG_VALUE = _Struct(
+_TRANSACTION_LOG_VALUE = Struct(
     "TransactionLogValue",
     (
-        _Field("producerId", "int64"),
-        _Field("previousProducerId", "int64", since=1, tag=0, default=-1),
-        _Field("nextProducerId", "int64", since=1, tag=1, default=-1),
-        _Field("producerEpoch", "int16"),
-        _Field("transactionTimeoutMs", "int32"),
-        _Field("transactionStatus", "int8"),
-        _Field("transactionPartitions", _PARTITIONS, nullable=True),
-        _Field("transactionLastUpdateTimestampMs", "int64"),
-        _Field("transactionStartTimestampMs", "int64"),
-        _Field("clientTransactionVersion", "int16", since=1, tag=2, default=0),
+        Field("producerId", "int64"),
+        Field("previousProducerId", "int64", since=1, tag=0, default=-1),
+        Field("nextProducerId", "int64", since=1, tag=1, default=-1),
+        Field("producerEpoch", "int16"),
+        Field("transactionTimeoutMs", "int32"),
+        Field("transactionStatus", "int8"),
+        Field("transactionPartitions", _PARTITIONS, nullable=True),
+        Field("transactionLastUpdateTimestampMs", "int64"),
+        Field("transactionStartTimestampMs", "int64"),
+        Field("clientTransactionVersion", "int16", since=1, tag=2, default=0),
     ),
     flexible_since=1,
 )
 
-_INTS = {
-    "int8": struct.Struct(">b"),
-    "int16": struct.Struct(">h"),
-    "int32": struct.Struct(">i"),
-    "int64": struct.Struct(">q"),
-}
-
-
-class _Malformed(Exception):
-    pass
-
-
-class _Reader:
-    """Kafka's message serialization, the handful of types the schemas above use."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if n > len(self.data) - self.pos:
-            raise _Malformed(
-                f"Error reading {n} byte(s): only {len(self.data) - self.pos} byte(s) available"
-            )
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def read_int(self, kind: str) -> int:
-        codec = _INTS[kind]
-        value: int = codec.unpack(self.take(codec.size))[0]
-        return value
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.take(1)[0]
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise _Malformed("varint is longer than 5 bytes")
-
-    def length(self, flexible: bool, kind: str) -> int:
-        if flexible:
-            return self.uvarint() - 1
-        return self.read_int("int16" if kind == "string" else "int32")
-
-
-def _read_value(field: _Field, r: _Reader, version: int, flexible: bool) -> object:
-    kind = field.kind
-    if isinstance(kind, str) and kind in _INTS:
-        return r.read_int(kind)
-    n = r.length(flexible, kind if isinstance(kind, str) else "array")
-    if n < 0:
-        if field.nullable:
-            return None
-        raise _Malformed(f"non-nullable field {field.name} was serialized as null")
-    if kind == "string":
-        return r.take(n).decode("utf-8", "replace")
-    if kind == "bytes":
-        return r.take(n)
-    if n > len(r.data) - r.pos:
-        raise _Malformed(
-            f"Tried to allocate a collection of size {n}, but there are only "
-            f"{len(r.data) - r.pos} bytes remaining."
-        )
-    if kind == "[]int32":
-        return [r.read_int("int32") for _ in range(n)]
-    if kind == "[]string":
-        return [r.take(r.length(flexible, "string")).decode("utf-8", "replace") for _ in range(n)]
-    assert isinstance(kind, _Struct)
-    return [_read_struct(kind, r, version) for _ in range(n)]
-
-
-def _read_struct(spec: _Struct, r: _Reader, version: int) -> dict[str, object]:
-    flexible = version >= spec.flexible_since
-    values: dict[str, object] = {}
-    for field in spec.fields:
-        if field.tag is None and field.since <= version <= field.until:
-            values[field.name] = _read_value(field, r, version, flexible)
-    if flexible:
-        for _ in range(r.uvarint()):
-            tag = r.uvarint()
-            data = r.take(r.uvarint())
-            for field in spec.fields:
-                if field.tag == tag and field.since <= version <= field.until:
-                    values[field.name] = _read_value(field, _Reader(data), version, True)
-    # Declaration order, as the JSON converters write; a tagged field only when it
-    # differs from its default.
-    return {
-        f.name: values[f.name]
-        for f in spec.fields
-        if f.name in values and (f.tag is None or values[f.name] != f.default)
-    }
-
-
-def _read_message(spec: _Struct, data: bytes, part: str) -> tuple[int, dict[str, object]]:
-    r = _Reader(data)
-    try:
-        version = r.read_int("int16")
-    except _Malformed:
-        raise _Malformed(f"Could not read version from {part}'s buffer.") from None
-    try:
-        return version, _read_struct(spec, r, version)
-    except _Malformed as exc:
-        raise _Malformed(
-            f"Could not read record with version {version} from {part}'s buffer due to: {exc}."
-        ) from None
+_INT16 = struct.Struct(">h")
 
 
 # ---------------------------------------------------------------------------- kio structs
@@ -339,7 +177,7 @@ def _consumer_protocol(data: object, module: str, name: str) -> object:
     """
     if not isinstance(data, bytes) or len(data) < 2:
         return None
-    (version,) = _INTS["int16"].unpack_from(data)
+    (version,) = _INT16.unpack_from(data)
     cls = _kio_class(module, version, name) if 0 <= version <= 3 else None
     if cls is None:
         return None
@@ -396,7 +234,7 @@ def parse_string(record: Record) -> tuple[str | None, str | None]:
 
 def _parse_coordinator(
     record: Record,
-    types: Mapping[int, tuple[_Struct, _Struct]],
+    types: Mapping[int, tuple[Struct, Struct]],
     expand: Callable[[dict[str, object]], None] | None = None,
 ) -> tuple[str | None, str | None]:
     if record.key is None:
@@ -406,17 +244,17 @@ def _parse_coordinator(
         )
     try:
         if len(record.key) < 2:
-            raise _Malformed("Could not read version from key's buffer.")
-        (record_type,) = _INTS["int16"].unpack_from(record.key)
+            raise Malformed("Could not read version from key's buffer.")
+        (record_type,) = _INT16.unpack_from(record.key)
         if record_type not in types:
             return f"Unknown record type {record_type} at offset {record.offset}, skipping.", None
         key_spec, value_spec = types[record_type]
-        _, key = _read_message(key_spec, record.key, "key")
+        _, key = read_message(key_spec, record.key, "key")
         key_json = to_json({"type": str(record_type), "data": key})
         if record.value is None:
             return key_json, "<DELETE>"
-        version, value = _read_message(value_spec, record.value, "value")
-    except _Malformed as exc:
+        version, value = read_message(value_spec, record.value, "value")
+    except Malformed as exc:
         return f"Error at offset {record.offset}, skipping. {exc}", None
     if expand is not None:
         expand(value)
@@ -424,9 +262,9 @@ def _parse_coordinator(
 
 
 _GROUP_TYPES = {
-    0: (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE),
-    1: (_OFFSET_COMMIT_KEY, _OFFSET_COMMIT_VALUE),
-    2: (_GROUP_METADATA_KEY, _GROUP_METADATA_VALUE),
+    0: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
+    1: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
+    2: (GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
 }
 _TRANSACTION_TYPES = {0: (_TRANSACTION_LOG_KEY, _TRANSACTION_LOG_VALUE)}
 

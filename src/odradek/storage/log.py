@@ -4,9 +4,16 @@ Named and shaped after Kafka's UnifiedLog/LocalLog. Offsets are assigned here,
 contiguously from the log end offset; the high watermark and last stable offset come
 from above (replication) and are only stored and honoured by `read(max_offset=…)`.
 
-Threading: one thread (the broker's event loop) appends, reads and truncates; `flush`
-may run in a worker thread meanwhile — it holds the lock only for bookkeeping, never
-across an fsync.
+Threading: one thread (the broker's event loop, "the owner") appends, reads, truncates
+and changes the segment list (retention deletes, the cleaner's swap); `flush` may run in
+a worker thread meanwhile — it holds the lock only for bookkeeping, never across an
+fsync. The log cleaner reads old segments from its own threads and hands the swap of
+the cleaned segment to the owner. Reads take no lock, which is why the segment list
+only changes on the owner thread. Segments that leave the log are renamed `.deleted`
+and closed and removed `file.delete.delay.ms` later, as in Kafka.
+
+An I/O error marks the log offline (`on_io_error` tells the log manager, which takes
+the whole log dir offline); from then on every operation raises KafkaStorageError.
 """
 
 from __future__ import annotations
@@ -14,10 +21,8 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.protocol.errors import (
@@ -25,10 +30,14 @@ from odradek.protocol.errors import (
     OffsetOutOfRange,
     RecordListTooLarge,
 )
+from odradek.storage import log_changes
 from odradek.storage.checkpoints import fsync_dir
+from odradek.storage.deleter import DelayedDeleter
 from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from odradek.storage.loader import LogLoader, rebuild_producer_state
+from odradek.storage.loader import LogLoader
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_types import AppendInfo, ReadResult, parse_topic_partition
+from odradek.storage.log_types import now_ms as _now_ms
 from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
@@ -55,41 +64,6 @@ from odradek.storage.validator import (
 log = logging.getLogger(__name__)
 
 __all__ = ["AppendInfo", "Log", "OffsetAndTimestamp", "ReadResult", "parse_topic_partition"]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def parse_topic_partition(name: str) -> tuple[str, int]:
-    """`<topic>-<partition>` → (topic, partition); topics may hold '-' and '.'."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
-    return topic, int(partition)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time: int  # -1 unless the topic uses LogAppendTime
-    log_start_offset: int
-    records_count: int
-    duplicate: bool = False  # an idempotent retry: nothing written, the original's offsets
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    records: bytes  # whole batches, possibly b""
-    first_offset: int  # base offset of the first batch, or the offset asked for
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    segment_base_offset: int = -1  # where the read started, for delayed-fetch bookkeeping
-    position: int = -1
 
 
 class Log:
@@ -124,6 +98,9 @@ class Log:
         self._max_pos_cache: tuple[int, int, int] | None = None  # (offset, base, position)
         self._truncations = 0  # so a flush racing a truncation does not over-claim
         self.closed = False
+        self.offline = False  # its log dir failed: every operation raises
+        self.on_io_error: Callable[[Log, OSError], None] | None = None
+        self._deleter = DelayedDeleter()
 
     @classmethod
     def open(
@@ -199,6 +176,16 @@ class Log:
     def size_in_bytes(self) -> int:
         return sum(s.size for s in self._segments)
 
+    @property
+    def lock(self) -> threading.RLock:
+        """Held while appending and while the segment list changes."""
+        return self._lock
+
+    @property
+    def truncations(self) -> int:
+        """Bumped by every truncation: work planned on old segments checks it."""
+        return self._truncations
+
     def update_config(self, config: LogConfig) -> None:
         """New topic configs take effect at once (the next append, roll or read)."""
         with self._lock:
@@ -208,8 +195,26 @@ class Log:
             active.index_interval_bytes = config.index_interval_bytes
 
     def _check_open(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(
+                f"{self.topic}-{self.partition} is offline: its log dir "
+                f"{self.directory.parent} failed"
+            )
         if self.closed:
             raise KafkaStorageError(f"log {self.topic}-{self.partition} is closed")
+
+    def _io_failed(self, what: str, exc: OSError) -> KafkaStorageError:
+        """Report an I/O error (the log manager takes the dir offline) and describe it."""
+        log.error("%s-%d: %s failed: %s", self.topic, self.partition, what, exc)
+        self.offline = True
+        if self.on_io_error is not None:
+            self.on_io_error(self, exc)
+        return KafkaStorageError(f"{what} of {self.topic}-{self.partition} failed: {exc}")
+
+    def mark_offline(self) -> None:
+        """Its log dir failed: refuse every operation from now on. The file handles
+        stay open (closing them under a reader could hand its fd to another file)."""
+        self.offline = True
 
     # -------------------------------------------------------------- appends
 
@@ -228,7 +233,7 @@ class Log:
             buf = bytearray(buf)  # offsets are assigned in place
         now = self._clock()
         config = self.config
-        batches = validate_for_leader(buf, config, now)
+        batches = validate_for_leader(buf, config, now, f"{self.topic}-{self.partition}")
         buf, batches = recompress_if_needed(buf, batches, config)
         self._check_fits_a_segment(batches[-1][0] + batches[-1][1].size)
         log_append_time = now if config.log_append_time else None
@@ -297,11 +302,11 @@ class Log:
             )
 
     def _append(self, buf: bytearray | memoryview, assigned: AssignedBatches, now: int) -> None:
-        segment = self._maybe_roll(assigned, now)
         try:
+            segment = self._maybe_roll(assigned, now)
             segment.append(memoryview(buf)[: assigned.size], assigned.infos, assigned.max_timestamp)
         except OSError as exc:
-            raise KafkaStorageError(f"append to {segment.log_path} failed: {exc}") from exc
+            raise self._io_failed("append", exc) from exc
         self._log_end_offset = assigned.last_offset + 1
         self.producer_state.update_map_end_offset(self._log_end_offset)
 
@@ -309,7 +314,7 @@ class Log:
         active = self._segments[-1]
         if active.should_roll(
             max_segment_bytes=self.config.segment_bytes,
-            max_segment_ms=self.config.segment_ms,
+            max_segment_ms=self.config.max_segment_ms,
             messages_size=assigned.size,
             max_timestamp_in_messages=assigned.max_timestamp,
             max_offset_in_messages=assigned.last_offset,
@@ -322,7 +327,10 @@ class Log:
         """Start a new segment at the log end (Kafka's force roll)."""
         with self._lock:
             self._check_open()
-            return self._roll(self._log_end_offset, self._clock())
+            try:
+                return self._roll(self._log_end_offset, self._clock())
+            except OSError as exc:
+                raise self._io_failed("roll", exc) from exc
 
     def _roll(self, expected_next_offset: int, now: int) -> LogSegment:
         new_offset = max(expected_next_offset, self._log_end_offset)
@@ -379,8 +387,11 @@ class Log:
             return empty
         while i < len(segments):
             seg = segments[i]
-            max_position = self._max_position(seg, max_offset, leo)
-            data = seg.read(offset, max_bytes, max_position, min_one_batch)
+            try:
+                max_position = self._max_position(seg, max_offset, leo)
+                data = seg.read(offset, max_bytes, max_position, min_one_batch)
+            except OSError as exc:
+                raise self._io_failed("read", exc) from exc
             if data is not None:
                 return ReadResult(
                     data.records,
@@ -415,20 +426,28 @@ class Log:
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """(offset, timestamp, leader epoch) of the first record with a timestamp ≥
         `timestamp` (ListOffsets with a time); None when every record is older."""
-        for seg in self._segments:
-            if seg.max_timestamp >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                if found is not None:
-                    return found
+        self._check_open()
+        try:
+            for seg in self._segments:
+                if seg.max_timestamp >= timestamp:
+                    found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+        except OSError as exc:
+            raise self._io_failed("timestamp lookup", exc) from exc
         return None
 
     def latest_timestamp(self) -> OffsetAndTimestamp | None:
         """The largest timestamp and the first record carrying it (MAX_TIMESTAMP)."""
+        self._check_open()
         best: LogSegment | None = None
-        for seg in self._segments:
-            if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
-                best = seg
-        return None if best is None else best.max_timestamp_record()
+        try:
+            for seg in self._segments:
+                if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            return None if best is None else best.max_timestamp_record()
+        except OSError as exc:
+            raise self._io_failed("timestamp lookup", exc) from exc
 
     def epoch_for_offset(self, offset: int) -> int:
         epoch = self.leader_epochs.epoch_for_offset(offset)
@@ -440,6 +459,8 @@ class Log:
         """fsync everything below `up_to` (default: the log end); the recovery point
         follows. Safe to call from a worker thread while the loop appends."""
         with self._lock:
+            if self.offline:
+                return
             leo = self._log_end_offset
             target = leo if up_to is None else min(up_to, leo)
             if target <= self.recovery_point and not self._dir_dirty:
@@ -454,7 +475,7 @@ class Log:
             if dir_dirty:
                 fsync_dir(self.directory)
         except OSError as exc:
-            raise KafkaStorageError(f"flush of {self.directory} failed: {exc}") from exc
+            raise self._io_failed("flush", exc) from exc
         with self._lock:
             # A truncation meanwhile may have replaced what we synced with new data.
             if target > self.recovery_point and truncations == self._truncations:
@@ -478,62 +499,29 @@ class Log:
     def unflushed_messages(self) -> int:
         return self._log_end_offset - self.recovery_point
 
-    # -------------------------------------------------------------- truncation
+    # -------------------------------------------------------------- segment list changes
+    # The changes themselves live in log_changes.py, which works on this class's state.
 
     def truncate_to(self, offset: int) -> bool:
         """Drop everything from `offset` on (a follower diverged). True if anything went.
 
         A batch holding `offset` goes whole: the log end becomes its base offset.
         """
-        with self._lock:
-            self._check_open()
-            if offset < 0:
-                raise ValueError(f"cannot truncate to negative offset {offset}")
-            if offset >= self._log_end_offset:
-                return False
-            if offset < self._bases[0]:
-                self.truncate_fully_and_start_at(offset)
-                return True
-            now = self._clock()
-            while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
-                self._segments.pop().delete()
-                self._bases.pop()
-            active = self._segments[-1]
-            active.truncate_to(offset, now)
-            active.resize_indexes(self.config.segment_index_bytes)
-            active.index_interval_bytes = self.config.index_interval_bytes
-            self._log_end_offset = active.next_offset
-            self._after_truncation(now)
-            return True
-
-    def _after_truncation(self, now: int) -> None:
-        self._truncations += 1
-        leo = self._log_end_offset
-        self.recovery_point = min(self.recovery_point, leo)
-        self._high_watermark = min(self._high_watermark, leo)
-        self._max_pos_cache = None
-        self.leader_epochs.truncate_from_end(leo)
-        rebuild_producer_state(self._segments, self.producer_state, self.log_start_offset, leo, now)
+        return log_changes.truncate_to(self, offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment; the log restarts empty at `offset`."""
-        with self._lock:
-            self._check_open()
-            now = self._clock()
-            for seg in self._segments:
-                seg.delete()
-            segment = LogSegment(self.directory, offset, self.config, now, create=True)
-            self._segments = [segment]
-            self._bases = [offset]
-            self._dir_dirty = True
-            self._log_end_offset = offset
-            self._truncations += 1
-            self.log_start_offset = offset
-            self.recovery_point = offset
-            self._high_watermark = offset
-            self._max_pos_cache = None
-            self.leader_epochs.clear()
-            self.producer_state.truncate_fully_and_start_at(offset)
+        log_changes.truncate_fully_and_start_at(self, offset)
+
+    def delete_oldest_segments(self, count: int, reason: str) -> int:
+        """Remove the `count` oldest segments (retention); see log_changes."""
+        return log_changes.delete_oldest_segments(self, count, reason)
+
+    def replace_segments(
+        self, cleaned: LogSegment, old: list[LogSegment], truncations: int
+    ) -> bool:
+        """Swap a cleaned segment in for `old`; False if the log moved on. See log_changes."""
+        return log_changes.replace_segments(self, cleaned, old, truncations)
 
     def increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start forward (DeleteRecords, retention); segments stay until
@@ -549,6 +537,13 @@ class Log:
             self.producer_state.on_log_start_offset_incremented(offset)
             return True
 
+    def _delete_later(self, segments: list[LogSegment]) -> None:
+        self._deleter.schedule(segments, self._clock(), self.config.file_delete_delay_ms)
+
+    def purge_deleted_segments(self, now_ms: int | None = None) -> int:
+        """Close and remove `.deleted` segments whose `file.delete.delay.ms` is up."""
+        return self._deleter.purge(self._clock() if now_ms is None else now_ms)
+
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         with self._lock:
             return self.producer_state.remove_expired_producers(
@@ -563,6 +558,10 @@ class Log:
         with self._lock:
             if self.closed:
                 return
+            if self.offline:
+                self.close_without_flush()  # nothing can be written to a failed dir
+                return
+            self._deleter.purge_all()
             active = self._segments[-1]
             active.append_final_time_index_entry()
             self.flush()
@@ -578,6 +577,7 @@ class Log:
         with self._lock:
             for seg in self._segments:
                 seg.close_handles()
+            self._deleter.purge_all(remove_files=False)
             self.closed = True
 
     def delete(self) -> None:

@@ -55,7 +55,8 @@ TOPIC_CONFIGS = ConfigTable(
                   "Replicas that must acknowledge an acks=all write.", minimum=1),
         ConfigDef("preallocate", _T.BOOLEAN, False, "Preallocate segment files."),
         ConfigDef("retention.bytes", _T.LONG, -1,
-                  "Largest size of a partition before old segments go; -1 for no limit."),
+                  "Largest size of a partition before old segments go; -1 for no limit.",
+                  minimum=-1),
         ConfigDef("retention.ms", _T.LONG, 3 * DAY_MS,
                   "Age after which segments are deleted; -1 for no limit.", minimum=-1,
                   kafka_default=7 * DAY_MS,
@@ -141,6 +142,15 @@ class LogConfig:
     @property
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
+
+    @property
+    def max_segment_ms(self) -> int:
+        """The age at which a segment rolls: `segment.ms`, or sooner for a compacted
+        topic whose `max.compaction.lag.ms` is shorter (the active segment is never
+        cleaned, so it must roll for that lag to be honoured — Kafka's maxSegmentMs)."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.max_compaction_lag_ms, self.segment_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:

@@ -10,8 +10,17 @@ removed once the dir is loaded, so a crash from then on triggers recovery.
 Running: `create` places a new partition in the dir holding the fewest, `delete`
 renames it to `<topic>-<partition>.<uuid>-delete` and removes it later,
 `checkpoint()` writes the root checkpoint files, `flush_due()` is the broker's
-`log.flush.scheduler.interval.ms` timer. `shutdown()` flushes and closes every log,
-writes the checkpoints and then the clean-shutdown markers.
+`log.flush.scheduler.interval.ms` timer, `cleanup_logs()` its
+`log.retention.check.interval.ms` timer (retention.py), and the log cleaner
+(cleaner_manager.py) compacts `cleanup.policy=compact` logs in its own threads.
+`shutdown()` stops the cleaner, flushes and closes every log, writes the checkpoints
+and then the clean-shutdown markers.
+
+A failed log dir (JBOD): an I/O error in any of its logs, checkpoints or disk checks
+takes the whole dir offline, as Kafka does — its partitions answer KafkaStorageError,
+DescribeLogDirs reports it, new partitions go elsewhere, nothing is written to it again
+(not even a clean-shutdown marker, so the next start recovers it) — while the other
+dirs carry on. A dir that cannot be read at start-up is offline from the start.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
@@ -28,7 +38,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from odradek.protocol.errors import InvalidTopic
+from odradek.protocol.errors import (
+    InvalidTopic,
+    KafkaError,
+    KafkaStorageError,
+    LogDirNotFound,
+)
 from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
@@ -46,14 +61,17 @@ from odradek.storage.checkpoints import (
     write_offsets,
     write_partition_metadata,
 )
+from odradek.storage.cleaner import Owner
+from odradek.storage.cleaner_manager import CleanerConfig, LogCleaner, LogCleanerManager
+from odradek.storage.dir_move import FUTURE_DIR_SUFFIX, PartitionMove
 from odradek.storage.log import Log, parse_topic_partition
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
+from odradek.storage.retention import delete_old_segments, delete_records
 
 log = logging.getLogger(__name__)
 
 DELETE_DIR_SUFFIX = "-delete"
-FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
@@ -70,6 +88,9 @@ class LogDirUsage:
     total_bytes: int
     usable_bytes: int
     partitions: dict[TopicPartition, int] = field(default_factory=dict)  # size in bytes
+    offline: bool = False
+    error: str | None = None  # why the dir is offline
+    future_partitions: dict[TopicPartition, int] = field(default_factory=dict)  # moving in
 
 
 _DEFAULT_CONFIG = LogConfig()
@@ -91,6 +112,7 @@ class LogManager:
         clock_ms: Callable[[], int] = _now_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         file_delete_delay_ms: int = 60_000,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         if not log_dirs:
             raise LogDirError("log.dirs is empty")
@@ -111,27 +133,54 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
         self._to_delete: list[tuple[Path, int]] = []  # (renamed dir, remove after ms)
+        self.offline_dirs: dict[Path, str] = {}  # failed dir → the error that took it down
+        self._failure_lock = threading.Lock()
+        self.on_dir_offline: Callable[[Path, str], None] | None = None
+        self.cleaner_config = cleaner_config or CleanerConfig()
+        self.cleaner_manager = LogCleanerManager([], self._log_items, clock_ms)
+        self.cleaner: LogCleaner | None = None
+        self.moves: dict[TopicPartition, PartitionMove] = {}
+        self.on_log_moved: Callable[[TopicPartition, Log], None] | None = None
         self.started = False
 
     # -------------------------------------------------------------- startup
 
     def startup(self) -> None:
         for directory in self.log_dirs:
-            directory.mkdir(parents=True, exist_ok=True)
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                self._dir_failed(directory, exc)
         self._check_meta_properties()
-        for directory in self.log_dirs:
-            self._load_dir(directory)
+        for directory in self.online_dirs:
+            try:
+                self._load_dir(directory)
+            except OSError as exc:
+                for tp in [tp for tp, d in self._dir_of.items() if d == directory]:
+                    lg = self._logs.pop(tp, None)
+                    if lg is not None:
+                        lg.close_without_flush()
+                    del self._dir_of[tp]
+                self._dir_failed(directory, exc)
+        if not self.online_dirs:
+            raise LogDirError(f"every log dir is offline: {self.offline_dirs}")
+        self.cleaner_manager = LogCleanerManager(self.online_dirs, self._log_items, self._clock)
         self.started = True
 
     def _check_meta_properties(self) -> None:
         seen_ids: dict[str, Path] = {}
-        for directory in self.log_dirs:
+        for directory in self.online_dirs:
             path = directory / META_PROPERTIES
-            meta = read_meta_properties(path)
-            if meta is None:
-                meta = MetaProperties(1, self.cluster_id, self.node_id, new_uuid())
-                write_meta_properties(path, meta)
-                log.info("wrote %s for node %d of cluster %s", path, self.node_id, self.cluster_id)
+            try:
+                meta = read_meta_properties(path)
+                if meta is None:
+                    meta = MetaProperties(1, self.cluster_id, self.node_id, new_uuid())
+                    write_meta_properties(path, meta)
+                    log.info("wrote %s for node %d of cluster %s", path, self.node_id,
+                             self.cluster_id)
+            except OSError as exc:
+                self._dir_failed(directory, exc)
+                continue
             if meta.node_id is not None and meta.node_id != self.node_id:
                 raise LogDirError(
                     f"{path} belongs to node {meta.node_id}, but this broker is node "
@@ -168,8 +217,12 @@ class LogManager:
                 log.info("removing %s, a deleted partition", entry.path)
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            if name.endswith((FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
-                log.warning("leaving %s alone: future and stray replicas are not loaded", name)
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                log.warning("removing %s: a move to this dir did not finish", entry.path)
+                shutil.rmtree(entry.path, ignore_errors=True)
+                continue
+            if name.endswith(STRAY_DIR_SUFFIX):
+                log.warning("leaving %s alone: stray replicas are not loaded", name)
                 continue
             try:
                 tp = parse_topic_partition(name)
@@ -185,14 +238,12 @@ class LogManager:
 
         def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
             tp, path = job
-            return tp, Log.open(
+            return tp, self.open_log(
                 path,
                 self._config_for(tp[0]),
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0),
                 clean_shutdown=clean,
-                clock_ms=self._clock,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
 
         started = time.monotonic()
@@ -219,11 +270,59 @@ class LogManager:
     def log_dir_of(self, topic: str, partition: int) -> Path | None:
         return self._dir_of.get((topic, partition))
 
+    def _log_items(self) -> list[tuple[TopicPartition, Log]]:
+        # A copy: the cleaner's threads call this while the owner thread adds logs.
+        return list(self._logs.copy().items())
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
     def _partition_counts(self) -> dict[Path, int]:
-        counts = dict.fromkeys(self.log_dirs, 0)
+        counts = dict.fromkeys(self.online_dirs, 0)
         for directory in self._dir_of.values():
-            counts[directory] += 1
+            if directory in counts:
+                counts[directory] += 1
         return counts
+
+    # -------------------------------------------------------------- failed dirs
+
+    def open_log(self, path: Path, config: LogConfig, *, recovery_point: int = 0,
+                 log_start_offset: int = 0, clean_shutdown: bool = False) -> Log:
+        """Open a partition dir with this manager's clock, and watch it for I/O errors."""
+        lg = Log.open(
+            path, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown, clock_ms=self._clock,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+        )  # fmt: skip
+        lg.on_io_error = self._on_io_error
+        return lg
+
+    def _on_io_error(self, lg: Log, exc: OSError) -> None:
+        directory = self._dir_of.get((lg.topic, lg.partition), lg.directory.parent)
+        self._dir_failed(directory, exc)
+
+    def _dir_failed(self, directory: Path, exc: BaseException) -> None:
+        """Take a log dir offline: its logs refuse everything from now on. Called from
+        whichever thread met the error (a flush runs in a worker thread)."""
+        with self._failure_lock:
+            if directory in self.offline_dirs:
+                return
+            reason = f"{type(exc).__name__}: {exc}"
+            self.offline_dirs[directory] = reason
+        gone = [tp for tp, d in self._dir_of.copy().items() if d == directory]
+        for tp in gone:
+            lg = self._logs.get(tp)
+            if lg is not None:
+                lg.mark_offline()
+            self.cleaner_manager.abort(tp)
+        log.error(
+            "log dir %s is offline (%s): its %d partition(s) are offline until it is "
+            "repaired and the broker restarted; the other %d dir(s) carry on",
+            directory, reason, len(gone), len(self.online_dirs),
+        )  # fmt: skip
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(directory, reason)
 
     def create(
         self,
@@ -241,18 +340,21 @@ class LogManager:
         if partition < 0:
             raise ValueError(f"negative partition {partition}")
         counts = self._partition_counts()
-        directory = min(self.log_dirs, key=lambda d: (counts[d], self.log_dirs.index(d)))
+        if not counts:
+            raise KafkaStorageError(f"no online log dir for {topic}-{partition}: "
+                                    f"{self.offline_dirs}")
+        directory = min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
         path = directory / f"{topic}-{partition}"
-        path.mkdir(parents=True, exist_ok=True)
-        if topic_id is not None:
-            write_partition_metadata(path, topic_id)
-        fsync_dir(directory)
-        created = Log.open(
-            path,
-            config or self._config_for(topic),
-            clock_ms=self._clock,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
-        )
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            if topic_id is not None:
+                write_partition_metadata(path, topic_id)
+            fsync_dir(directory)
+            created = self.open_log(path, config or self._config_for(topic))
+        except OSError as exc:
+            self._dir_failed(directory, exc)
+            raise KafkaStorageError(f"creating {topic}-{partition} in {directory} failed: "
+                                    f"{exc}") from exc
         self._logs[(topic, partition)] = created
         self._dir_of[(topic, partition)] = directory
         return created
@@ -265,12 +367,19 @@ class LogManager:
         directory = self._dir_of.pop(tp, None)
         if removed is None or directory is None:
             return None
+        self.cleaner_manager.remove(tp, directory)
         removed.close_without_flush()
+        if directory in self.offline_dirs:
+            return None  # nothing can be renamed there; a restart after repair reconciles
         target = directory / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
-        os.replace(removed.directory, target)
-        fsync_dir(directory)
+        try:
+            os.replace(removed.directory, target)
+            fsync_dir(directory)
+            self._checkpoint_dir(directory)
+        except OSError as exc:
+            self._dir_failed(directory, exc)
+            return None
         self._to_delete.append((target, self._clock() + self.file_delete_delay_ms))
-        self._checkpoint_dir(directory)
         return target
 
     def purge_deleted(self, now_ms: int | None = None) -> int:
@@ -279,12 +388,69 @@ class LogManager:
         for path, _ in due:
             shutil.rmtree(path, ignore_errors=True)
         self._to_delete = [(p, t) for p, t in self._to_delete if t > now]
+        for lg in self.all_logs():
+            lg.purge_deleted_segments(now)
         return len(due)
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int:
+        """DeleteRecords: move the log start to `offset` (-1: the high watermark) and
+        return the new low watermark. Segments wholly below it go at once, unless the
+        cleaner is busy with the log (then at the next retention check)."""
+        lg = self._logs.get((topic, partition))
+        if lg is None:
+            raise KeyError(f"{topic}-{partition}")
+        return delete_records(lg, offset, self.cleaner_manager.in_progress((topic, partition)))
+
+    def start_move(self, topic: str, partition: int, target: Path | str) -> PartitionMove | None:
+        """Begin moving a partition to the log dir `target` (AlterReplicaLogDirs). None
+        when it is there already; the move in flight when one is."""
+        tp = (topic, partition)
+        directory = Path(target).resolve()
+        if directory not in self.log_dirs:
+            raise LogDirNotFound(f"Log dir {target} is not one of this broker's log.dirs")
+        if directory in self.offline_dirs:
+            raise KafkaStorageError(f"Log directory {target} is offline")
+        current = self._dir_of.get(tp)
+        if current is None:
+            raise KeyError(f"{topic}-{partition}")
+        if current in self.offline_dirs:
+            raise KafkaStorageError(f"Partition {topic}-{partition} is offline")
+        if tp in self.moves:
+            return self.moves[tp]
+        if current == directory:
+            return None
+        move = PartitionMove(self, topic, partition, directory)
+        self.moves[tp] = move
+        return move
+
+    def move_ended(self, move: PartitionMove) -> None:
+        if self.moves.get(move.tp) is move:
+            del self.moves[move.tp]
+
+    def adopt_moved_log(self, tp: TopicPartition, lg: Log, directory: Path,
+                        old_path: Path | None) -> None:
+        """A move's last step: the new log replaces the old; the old dir is retired."""
+        self._logs[tp] = lg
+        self._dir_of[tp] = directory
+        if old_path is not None:
+            retired = old_path.parent / f"{old_path.name}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            try:
+                os.replace(old_path, retired)
+                fsync_dir(old_path.parent)
+            except OSError as exc:
+                self._dir_failed(old_path.parent, exc)
+            else:
+                self._to_delete.append((retired, self._clock() + self.file_delete_delay_ms))
+            self.checkpoint()
+        if self.on_log_moved is not None:
+            self.on_log_moved(tp, lg)
 
     # -------------------------------------------------------------- periodic work
 
     def _logs_in(self, directory: Path) -> Iterable[tuple[TopicPartition, Log]]:
-        return ((tp, lg) for tp, lg in self._logs.items() if self._dir_of.get(tp) == directory)
+        # Copies: checkpoints and flushes run in worker threads while the loop adds logs.
+        dirs = self._dir_of.copy()
+        return [(tp, lg) for tp, lg in self._logs.copy().items() if dirs.get(tp) == directory]
 
     def _checkpoint_dir(self, directory: Path) -> None:
         logs = list(self._logs_in(directory))
@@ -306,8 +472,11 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every dir."""
-        for directory in self.log_dirs:
-            self._checkpoint_dir(directory)
+        for directory in self.online_dirs:
+            try:
+                self._checkpoint_dir(directory)
+            except OSError as exc:
+                self._dir_failed(directory, exc)
 
     def flush_due(self) -> int:
         """The flush timer: segments rolled since their last flush, and logs whose
@@ -315,15 +484,18 @@ class LogManager:
         Returns how many logs were flushed."""
         flushed = 0
         for lg in self.all_logs():
-            if lg.closed:
+            if lg.closed or lg.offline:
                 continue
             active_base = lg.active_segment.base_offset
-            if lg.recovery_point < active_base:
-                # Kafka flushes a segment as soon as it is rolled (asynchronously).
-                lg.flush(active_base)
-                flushed += 1
-            elif lg.maybe_flush():
-                flushed += 1
+            try:
+                if lg.recovery_point < active_base:
+                    # Kafka flushes a segment as soon as it is rolled (asynchronously).
+                    lg.flush(active_base)
+                    flushed += 1
+                elif lg.maybe_flush():
+                    flushed += 1
+            except KafkaStorageError:
+                continue  # its dir is offline now (logged there); flush the others
         self.purge_deleted()
         return flushed
 
@@ -331,26 +503,84 @@ class LogManager:
         """`producer.id.expiration.check.interval.ms` timer."""
         return sum(lg.remove_expired_producers() for lg in self.all_logs())
 
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """The `log.retention.check.interval.ms` timer: retention for every log (see
+        retention.py), on the owner thread. A log the cleaner is busy with waits for
+        the next check. Returns the number of segments deleted."""
+        now = self._clock() if now_ms is None else now_ms
+        total = 0
+        for tp, lg in self._log_items():
+            if lg.closed or lg.offline or self.cleaner_manager.in_progress(tp):
+                continue
+            try:
+                total += delete_old_segments(lg, now)
+            except KafkaError as exc:
+                log.warning("retention of %s-%d failed: %s", tp[0], tp[1], exc)
+        return total
+
+    def start_cleaner(self, owner: Owner | None = None) -> None:
+        """Start `log.cleaner.threads` cleaner threads; `owner` runs a function on the
+        logs' owner thread (the broker's event loop) and returns its result."""
+        if self.cleaner is not None or not self.cleaner_config.enable:
+            return
+        self.cleaner = LogCleaner(
+            self.cleaner_config, self.cleaner_manager, owner=owner or (lambda fn: fn()),
+            clock=self._clock,
+        )  # fmt: skip
+        self.cleaner.startup()
+
+    def stop_cleaner(self) -> None:
+        """Stop the cleaner threads. Not on the owner thread while they may need it."""
+        if self.cleaner is not None:
+            self.cleaner.shutdown()
+            self.cleaner = None
+        self.cleaner_manager.stopping = True
+
     def dir_usage(self) -> list[LogDirUsage]:
         """Per log dir: disk totals and each partition's size (DescribeLogDirs)."""
         result = []
         for directory in self.log_dirs:
-            disk = shutil.disk_usage(directory)
-            sizes = {tp: lg.size_in_bytes for tp, lg in self._logs_in(directory)}
-            result.append(LogDirUsage(directory, disk.total, disk.free, sizes))
+            if directory not in self.offline_dirs:
+                try:
+                    disk = shutil.disk_usage(directory)
+                except OSError as exc:
+                    self._dir_failed(directory, exc)
+                else:
+                    sizes = {tp: lg.size_in_bytes for tp, lg in self._logs_in(directory)}
+                    future = {tp: m.copied for tp, m in self.moves.items()
+                              if m.target_dir == directory and not m.done}
+                    result.append(LogDirUsage(directory, disk.total, disk.free, sizes,
+                                              future_partitions=future))
+                    continue
+            # Kafka reports -1 (unknown) for the volume of an offline dir.
+            result.append(LogDirUsage(directory, -1, -1, {}, offline=True,
+                                      error=self.offline_dirs[directory]))
         return result
 
     # -------------------------------------------------------------- shutdown
 
     def shutdown(self, broker_epoch: int = -1) -> None:
-        """Flush and close every log, checkpoint, then mark each dir cleanly shut down."""
+        """Stop the cleaner, flush and close every log, checkpoint, then mark each dir
+        cleanly shut down — each online dir: a failed one is left for recovery."""
+        self.stop_cleaner()
         by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
         for tp, lg in self._logs.items():
             by_dir[self._dir_of[tp]].append(lg)
         for directory, logs in by_dir.items():
-            with ThreadPoolExecutor(self.recovery_threads_per_dir) as pool:
-                list(pool.map(Log.close, logs))
-            self._checkpoint_dir(directory)
-            payload = {"version": "0", "broker_epoch": str(broker_epoch)}
-            write_atomically(directory / CLEAN_SHUTDOWN_FILE, json.dumps(payload).encode())
+            if directory in self.offline_dirs:
+                for lg in logs:
+                    lg.close_without_flush()
+                continue
+            try:
+                with ThreadPoolExecutor(self.recovery_threads_per_dir) as pool:
+                    list(pool.map(Log.close, logs))
+                if directory in self.offline_dirs:
+                    continue  # failed while closing
+                self._checkpoint_dir(directory)
+                payload = {"version": "0", "broker_epoch": str(broker_epoch)}
+                write_atomically(directory / CLEAN_SHUTDOWN_FILE, json.dumps(payload).encode())
+            except (OSError, KafkaError) as exc:
+                log.error("log dir %s did not shut down cleanly: %s", directory, exc)
+                for lg in logs:
+                    lg.close_without_flush()
         self.started = False

@@ -9,7 +9,9 @@ Errors, as Kafka reports them:
 - CorruptMessage: not whole v2 batches, leftover bytes, bad CRC, unknown codec;
 - MessageTooLarge: a batch above `max.message.bytes`;
 - InvalidRecord: empty input, record count not matching the offset range, a control
-  batch from a client, a producer id without a sequence;
+  batch from a client, a producer id without a sequence, a record without a key in a
+  compacted topic (the one check that reads records, and only for compacted topics —
+  Kafka 4 answers INVALID_RECORD there too);
 - InvalidTimestamp: a CreateTime timestamp outside
   `message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`.
 """
@@ -97,8 +99,12 @@ def _whole_batches(buf: Buffer, max_batch_size: int | None) -> Batches:
     return batches
 
 
-def validate_for_leader(buf: Buffer, config: LogConfig, now_ms: int) -> Batches:
-    """Check a client's batches; returns (position, header) of each. Mutates nothing."""
+def validate_for_leader(
+    buf: Buffer, config: LogConfig, now_ms: int, partition: str = "the partition"
+) -> Batches:
+    """Check a client's batches; returns (position, header) of each. Mutates nothing.
+
+    `partition` names the topic partition in error messages."""
     if len(buf) == 0:
         raise InvalidRecord("produce request carries no record batch")
     batches = _whole_batches(buf, config.max_message_bytes)
@@ -133,7 +139,24 @@ def validate_for_leader(buf: Buffer, config: LogConfig, now_ms: int) -> Batches:
                 raise InvalidTimestamp(
                     f"timestamp {h.max_timestamp} is more than {after} ms after now"
                 )
+    if config.compact:
+        _check_keys(buf, batches, partition)
     return batches
+
+
+def _check_keys(buf: Buffer, batches: Batches, partition: str) -> None:
+    """Compaction keeps the last record per key, so a keyless record cannot be
+    compacted: refuse it as Kafka's LogValidator.validateKey does."""
+    from odradek.storage.cleaner_records import record_keys
+
+    for index, (pos, h) in enumerate(batches):
+        view = memoryview(buf)[pos : pos + h.size]
+        for offset, key, _ in record_keys(view, 0, h.attributes, h.records_count):
+            if key is None:
+                raise InvalidRecord(
+                    "Compacted topic cannot accept message without key in topic partition "
+                    f"{partition} (batch {index}, offset delta {offset})"
+                )
 
 
 def validate_for_follower(buf: Buffer, log_end_offset: int) -> Batches:

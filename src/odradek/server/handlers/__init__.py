@@ -7,19 +7,34 @@ from __future__ import annotations
 
 from odradek.server.handlers import (
     alter_configs,
+    alter_replica_log_dirs,
     api_versions,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
+    delete_groups,
+    delete_records,
     delete_topics,
     describe_cluster,
     describe_configs,
+    describe_groups,
     describe_log_dirs,
     fetch,
+    find_coordinator,
+    heartbeat,
     incremental_alter_configs,
     init_producer_id,
+    join_group,
+    leave_group,
+    list_groups,
     list_offsets,
     metadata,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
     produce,
+    sync_group,
 )
 from odradek.server.handlers.base import ApiHandler
 
@@ -38,6 +53,23 @@ _MODULES = (
     describe_cluster,
     describe_log_dirs,
     init_producer_id,
+    # log lifecycle
+    delete_records,
+    alter_replica_log_dirs,
+    # consumer groups
+    find_coordinator,
+    join_group,
+    sync_group,
+    heartbeat,
+    leave_group,
+    offset_commit,
+    offset_fetch,
+    describe_groups,
+    list_groups,
+    delete_groups,
+    offset_delete,
+    consumer_group_heartbeat,
+    consumer_group_describe,
 )
 
 HANDLERS: dict[int, ApiHandler] = {m.HANDLER.api_key: m.HANDLER for m in _MODULES}

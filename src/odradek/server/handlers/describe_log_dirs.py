@@ -1,6 +1,9 @@
 """DescribeLogDirs (35): each log dir with the size of every partition in it.
 
-offset_lag concerns future replicas being moved between dirs; without a move it is 0.
+An offline dir (its disk failed, see storage/manager.py) answers KAFKA_STORAGE_ERROR
+with no partitions and -1 for its volume's bytes, as Kafka does. A partition being
+moved into a dir (AlterReplicaLogDirs) is listed there as a future replica with the
+bytes copied so far; offset_lag is 0 for the rest (they are not being moved).
 """
 
 from __future__ import annotations
@@ -22,12 +25,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     results = []
     for usage in broker.log_dir_usage():
         by_topic: dict[str, list[Any]] = {}
-        for (topic, index), size in sorted(usage.partitions.items()):
+        entries = [(tp, size, False) for tp, size in usage.partitions.items()]
+        entries += [(tp, size, True) for tp, size in
+                    getattr(usage, "future_partitions", {}).items()]
+        for (topic, index), size, future in sorted(entries):
             if wanted is not None and index not in wanted.get(topic, ()):
                 continue
             by_topic.setdefault(topic, []).append(
                 build(schema.DescribeLogDirsPartition, partition_index=index,
-                      partition_size=size, offset_lag=0, is_future_key=False)
+                      partition_size=size, offset_lag=0, is_future_key=future)
             )
         results.append(
             build(

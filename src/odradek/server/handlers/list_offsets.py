@@ -1,9 +1,14 @@
-"""ListOffsets (2): earliest, latest, by timestamp, and the offset of the max timestamp."""
+"""ListOffsets (2): earliest, latest, by timestamp, and the offset of the max timestamp.
+
+v0 (dropped by Kafka 4, still sent by Burrow/sarama) answers with a list of offsets:
+the one offset the other versions give, or none when there is none.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.protocol import list_offsets_v0 as v0
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.replication.replica_manager import Partition
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
@@ -57,7 +62,29 @@ def _epoch_at(partition: Partition, offset: int) -> int:
     return partition.leader_epoch if epoch is None else int(epoch)
 
 
+def _handle_v0(ctx: RequestContext, request: Any) -> Any:
+    replicas = ctx.broker.replicas
+    from_follower = request.replica_id >= 0
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                partition = replicas.get(t.name, p.partition_index)
+                _, offset, _ = lookup(partition, p.timestamp, False, from_follower)
+                offsets: tuple[Any, ...] = (offset,) if offset >= 0 and p.max_num_offsets else ()
+                code = ErrorCode.none
+            except KafkaError as e:
+                offsets, code = (), e.code
+            parts.append(v0.ListOffsetsPartitionResponse(
+                partition_index=p.partition_index, error_code=code, old_style_offsets=offsets))
+        topics.append(v0.ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
+    return v0.ListOffsetsResponse(topics=tuple(topics))
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if ctx.version == 0:
+        return _handle_v0(ctx, request)
     schema = ctx.schema
     replicas = ctx.broker.replicas
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
@@ -80,4 +107,4 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     return build(schema.ListOffsetsResponse, topics=tuple(topics))
 
 
-HANDLER = ApiHandler(API_KEY, 1, 10, handle)
+HANDLER = ApiHandler(API_KEY, 0, 10, handle)

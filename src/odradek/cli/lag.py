@@ -1,0 +1,134 @@
+"""`odradek lag`: a group's lag judged by Burrow's rules over a sliding window.
+
+Each sample is, per partition, the committed offset, the log end offset and the time.
+Over the window (`--window` samples) a partition is, in Burrow's order:
+  REWIND  the committed offset went backwards;
+  OK      the lag was zero at some sample (the consumer caught up);
+  STOP    the offset never moved, the lag is non-zero, and the group has no active
+          member (the consumer is gone);
+  STALL   the offset never moved, the lag is non-zero, but members are there (stuck).
+Burrow tells STOP from STALL by commit timestamps, which OffsetFetch does not return;
+whether the group still has members is the same question asked directly.
+  WARN    the offset moves but the lag grew at every sample (falling behind);
+  OK      otherwise.
+A partition with no committed offset is ERR. The group takes the worst: STOP, STALL,
+REWIND or ERR make it ERR, WARN makes it WARN. Total and max lag come from the
+latest sample.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from dataclasses import dataclass
+
+import typer
+from rich.table import Table
+
+from odradek.cli.common import BootstrapOption, console, reported
+
+app = typer.Typer(help="Evaluate a consumer group's lag as Burrow does.")
+
+
+@dataclass(frozen=True)
+class Sample:
+    time: float
+    offset: int | None  # committed; None when the group has none for the partition
+    log_end: int
+
+    @property
+    def lag(self) -> int | None:
+        return None if self.offset is None else max(self.log_end - self.offset, 0)
+
+
+def evaluate_partition(window: list[Sample], has_members: bool = True) -> str:
+    if not window or window[-1].offset is None:
+        return "ERR"
+    samples = [s for s in window if s.offset is not None]
+    offsets = [s.offset or 0 for s in samples]
+    lags = [s.lag or 0 for s in samples]
+    if any(b < a for a, b in itertools.pairwise(offsets)):
+        return "REWIND"
+    if any(lag == 0 for lag in lags):
+        return "OK"
+    if len(set(offsets)) == 1 and len(samples) > 1:
+        return "STALL" if has_members else "STOP"
+    if len(samples) > 1 and all(b > a for a, b in itertools.pairwise(lags)):
+        return "WARN"
+    return "OK"
+
+
+def group_status(statuses: list[str]) -> str:
+    if any(s in ("STOP", "STALL", "REWIND", "ERR") for s in statuses):
+        return "ERR"
+    if any(s == "WARN" for s in statuses):
+        return "WARN"
+    return "OK"
+
+
+class LagWatcher:
+    """Samples a group's committed offsets and log ends; keeps the last `window`."""
+
+    def __init__(self, bootstrap: str, group: str, window: int) -> None:
+        from odradek.cli.groups import describe_rows
+
+        self._describe = describe_rows
+        self.bootstrap = bootstrap
+        self.group = group
+        self.windows: dict[tuple[str, int], deque[Sample]] = {}
+        self.size = window
+        self.has_members = False
+
+    def sample(self) -> None:
+        desc, rows = self._describe(self.bootstrap, self.group)
+        self.has_members = bool(desc.members)
+        now = time.time()
+        for _, topic, partition, current, log_end, *_ in rows:
+            window = self.windows.setdefault((topic, partition), deque(maxlen=self.size))
+            window.append(Sample(now, current, log_end))
+
+    def report(self) -> tuple[str, int, int, list[tuple[str, int, int | None, str]]]:
+        rows = []
+        for (topic, partition), window in sorted(self.windows.items()):
+            rows.append((topic, partition, window[-1].lag,
+                         evaluate_partition(list(window), self.has_members)))
+        lags = [lag for _, _, lag, _ in rows if lag is not None]
+        return (group_status([s for *_, s in rows]), sum(lags), max(lags, default=0), rows)
+
+
+def _print(group: str, report: tuple[str, int, int, list[tuple[str, int, int | None, str]]]
+           ) -> None:
+    status, total, biggest, rows = report
+    console.print(f"group {group}: [bold]{status}[/bold]  total lag {total}  max lag {biggest}")
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for c in ("TOPIC", "PARTITION", "LAG", "STATUS"):
+        table.add_column(c)
+    for topic, partition, lag, s in rows:
+        table.add_row(topic, str(partition), "-" if lag is None else str(lag), s)
+    console.print(table)
+
+
+@app.command()
+def lag(
+    group: str = typer.Argument(..., help="Group id"),
+    window: int = typer.Option(10, "--window", help="Samples in the sliding window"),
+    interval: float = typer.Option(1.0, "--interval", help="Seconds between samples"),
+    samples: int = typer.Option(3, "--samples", help="Samples for a one-shot evaluation"),
+    watch: bool = typer.Option(False, "--watch", help="Keep sampling and printing"),
+    bootstrap: str = BootstrapOption,
+) -> None:
+    """Evaluate GROUP's lag: OK, WARN, STOP, STALL, REWIND or ERR per partition."""
+    with reported():
+        watcher = LagWatcher(bootstrap, group, window)
+        taken = 0
+        while True:
+            watcher.sample()
+            taken += 1
+            if watch:
+                _print(group, watcher.report())
+            elif taken >= samples:
+                report = watcher.report()
+                _print(group, report)
+                raise typer.Exit(0 if report[0] == "OK" else 1 if report[0] == "WARN" else 2)
+            time.sleep(interval)

@@ -1,0 +1,483 @@
+"""The group coordinator: which groups this broker coordinates, and their offsets.
+
+A group belongs to one partition of `__consumer_offsets`,
+`abs(javaHashCode(group.id)) % offsets.topic.num.partitions`, and is coordinated by
+that partition's leader. Everything a group must remember is a record in that
+partition (Kafka's key/value schemas, protocol/group_records.py); when this broker
+becomes a partition's leader it replays the partition from its log start and the
+groups come back, and until that finishes their requests get
+COORDINATOR_LOAD_IN_PROGRESS. A write is answered only after the log took it.
+
+The broker reaches us through `OffsetsLog`: append to and read from an offsets
+partition, and look topics up. Nothing here knows of sockets or the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from typing import Any, Protocol
+
+from odradek.coordinator.group.classic import ClassicGroup, JoinResult, State, SyncResult
+from odradek.coordinator.group.consumer import ConsumerGroup, HeartbeatResult, TopicsView
+from odradek.coordinator.group.errors import (
+    CoordinatorLoadInProgress,
+    GroupIdNotFound,
+    InvalidGroupId,
+    NotCoordinator,
+)
+from odradek.coordinator.group.loader import replay
+from odradek.coordinator.group.model import (
+    Group,
+    GroupConfig,
+    OffsetAndMetadata,
+    OffsetCommit,
+    TopicPartition,
+    now_ms,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.group_records import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_offset_commit_value,
+)
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes, bytes | None]
+
+
+class OffsetsLog(Protocol):
+    """The `__consumer_offsets` partitions and the topics, as the broker offers them."""
+
+    topics: TopicsView
+
+    async def append(self, partition: int, records: Sequence[Record]) -> None:
+        """Append as the leader; returns once the write is committed (raises KafkaError)."""
+
+    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """(whole record batches from `offset`, the high watermark)."""
+
+    def log_start_offset(self, partition: int) -> int: ...
+
+
+def java_hash_code(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units, 32-bit wrap-around)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    # Kafka's Utils.abs is `n & 0x7fffffff`, not Math.abs (which keeps MIN_VALUE negative)
+    return (java_hash_code(group_id) & 0x7FFFFFFF) % partitions
+
+
+def _append_error(e: KafkaError, commit: bool = False) -> ErrorCode:
+    """What a failed write to `__consumer_offsets` tells the client (as Kafka maps it)."""
+    code = e.code
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+                ErrorCode.invalid_fetch_size):
+        return ErrorCode.invalid_commit_offset_size if commit else ErrorCode.unknown_server_error
+    return code
+
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, offsets_log: OffsetsLog) -> None:
+        self.config = config
+        self.log = offsets_log
+        self.groups: dict[str, Group] = {}
+        self.led: set[int] = set()
+        self.loading: set[int] = set()
+        self._tasks: set[asyncio.Future[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ---- runtime services for the groups ----------------------------------------
+
+    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> asyncio.TimerHandle:
+        return asyncio.get_running_loop().call_later(delay_ms / 1000, fn)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("group coordinator task failed", exc_info=task.exception())
+
+    async def store_group(self, group: Group, record: Record) -> None:
+        try:
+            await self.log.append(group.partition, [record])
+        except KafkaError as e:
+            raise KafkaError(str(e), _append_error(e)) from e
+
+    def start(self) -> None:
+        self.spawn(self._expire_periodically())
+
+    def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for group in self.groups.values():
+            if isinstance(group, ClassicGroup | ConsumerGroup):
+                group.remove_all()
+
+    # ---- partitions ---------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_partitions)
+
+    def on_elected(self, partitions: Iterable[int]) -> None:
+        """This broker leads these offsets partitions now: load their groups."""
+        for p in partitions:
+            if p in self.led:
+                continue
+            self.led.add(p)
+            self.loading.add(p)
+            self.spawn(self._load(p))
+
+    def on_resigned(self, partitions: Iterable[int]) -> None:
+        gone = set(partitions)
+        self.led -= gone
+        self.loading -= gone
+        for group_id, group in list(self.groups.items()):
+            if group.partition in gone:
+                if isinstance(group, ClassicGroup | ConsumerGroup):
+                    group.remove_all()
+                del self.groups[group_id]
+
+    async def _load(self, partition: int) -> None:
+        started = asyncio.get_running_loop().time()
+        try:
+            loaded = await replay(self.log, partition, self)
+        except Exception:
+            log.exception("loading __consumer_offsets-%d failed", partition)
+            self.loading.discard(partition)
+            self.led.discard(partition)
+            return
+        if partition not in self.led:
+            return
+        for group in loaded.values():
+            self.groups[group.group_id] = group
+            if isinstance(group, ClassicGroup):
+                group.start_timers()
+        self.loading.discard(partition)
+        if loaded:
+            log.info("loaded %d groups from __consumer_offsets-%d in %.3fs", len(loaded),
+                     partition, asyncio.get_running_loop().time() - started)
+
+    def new_classic(self, group_id: str, partition: int) -> ClassicGroup:
+        return ClassicGroup(group_id, partition, self)
+
+    def _check(self, group_id: str | None) -> int:
+        if not group_id:
+            raise InvalidGroupId(f"invalid group id {group_id!r}")
+        partition = self.partition_for(group_id)
+        if partition not in self.led:
+            raise NotCoordinator(f"not the coordinator of group {group_id}")
+        if partition in self.loading:
+            raise CoordinatorLoadInProgress(f"group {group_id} is loading")
+        return partition
+
+    def group(self, group_id: str) -> Group | None:
+        """The group, after checking this broker coordinates it (raises KafkaError)."""
+        self._check(group_id)
+        return self.groups.get(group_id)
+
+    def classic_group(self, group_id: str, create: bool) -> ClassicGroup | None:
+        partition = self._check(group_id)
+        group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            if not group.is_empty():
+                raise KafkaError(f"group {group_id} is a consumer group",
+                                 ErrorCode.inconsistent_group_protocol)
+            if not create:
+                return None
+            group = self._convert(group, ClassicGroup(group_id, partition, self))
+        if group is None and create:
+            group = self.groups[group_id] = ClassicGroup(group_id, partition, self)
+        assert group is None or isinstance(group, ClassicGroup)
+        return group
+
+    def consumer_group(self, group_id: str) -> ConsumerGroup:
+        partition = self._check(group_id)
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            if not group.is_empty() or group.state not in (State.EMPTY, State.DEAD):
+                raise GroupIdNotFound(f"Group {group_id} is not a consumer group.")
+            group.remove_all()
+            group = None
+        if group is None:
+            old = self.groups.get(group_id)
+            group = ConsumerGroup(group_id, partition, self)
+            if old is not None:
+                self._convert(old, group)
+            self.groups[group_id] = group
+        assert isinstance(group, ConsumerGroup)
+        return group
+
+    def _convert(self, old: Group, new: Group) -> Group:
+        new.offsets = old.offsets
+        self.groups[new.group_id] = new
+        return new
+
+    # ---- classic protocol ----------------------------------------------------------
+
+    def join_group(self, group_id: str, member_id: str, instance_id: str | None,
+                   client_id: str, client_host: str, session_timeout_ms: int,
+                   rebalance_timeout_ms: int, protocol_type: str,
+                   protocols: list[tuple[str, bytes]], require_known_member_id: bool
+                   ) -> JoinResult | asyncio.Future[JoinResult]:
+        if not (self.config.min_session_timeout_ms <= session_timeout_ms
+                <= self.config.max_session_timeout_ms):
+            return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+        group = self.classic_group(group_id, create=not member_id)
+        if group is None:
+            return JoinResult(ErrorCode.unknown_member_id, member_id)
+        return group.join(member_id, instance_id, client_id, client_host, session_timeout_ms,
+                          rebalance_timeout_ms, protocol_type, protocols,
+                          require_known_member_id)
+
+    def sync_group(self, group_id: str, member_id: str, instance_id: str | None,
+                   generation: int, protocol_type: str | None, protocol_name: str | None,
+                   assignments: dict[str, bytes]) -> SyncResult | asyncio.Future[SyncResult]:
+        group = self.classic_group(group_id, create=False)
+        if group is None:
+            return SyncResult(ErrorCode.unknown_member_id)
+        return group.sync(member_id, instance_id, generation, protocol_type, protocol_name,
+                          assignments)
+
+    def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
+                  generation: int) -> ErrorCode:
+        group = self.classic_group(group_id, create=False)
+        if group is None:
+            return ErrorCode.unknown_member_id
+        return group.heartbeat(member_id, instance_id, generation)
+
+    def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]
+                    ) -> list[ErrorCode]:
+        group = self.classic_group(group_id, create=False)
+        if group is None:
+            return [ErrorCode.unknown_member_id for _ in members]
+        return [group.leave(member_id, instance_id) for member_id, instance_id in members]
+
+    # ---- consumer protocol ---------------------------------------------------------
+
+    def consumer_heartbeat(self, group_id: str, member_id: str, epoch: int, **kw: Any
+                           ) -> HeartbeatResult:
+        if "consumer" not in self.config.protocols:
+            # group.coordinator.rebalance.protocols leaves KIP-848 out, as Kafka 3.x did
+            raise KafkaError("the consumer group protocol is disabled",
+                             ErrorCode.unsupported_version)
+        group = self.consumer_group(group_id)
+        return group.heartbeat(member_id, epoch, topics=self.log.topics, **kw)
+
+    # ---- offsets --------------------------------------------------------------------
+
+    def _validate_commit(self, group: Group | None, member_id: str, instance_id: str | None,
+                         generation: int) -> ErrorCode | set[TopicPartition] | None:
+        """None to accept any partition, a set to accept those, or the error for all."""
+        if isinstance(group, ConsumerGroup):
+            member = group.validate_commit(member_id, generation)
+            if isinstance(member, ErrorCode) or member is None:
+                return member
+            return group.owned_partitions(member, self.log.topics)
+        if group is None:
+            return None if generation < 0 else ErrorCode.illegal_generation
+        assert isinstance(group, ClassicGroup)
+        if generation < 0 and group.state == State.EMPTY:
+            return None  # a consumer that assigns itself its partitions
+        if instance_id is not None and group.static.get(instance_id, member_id) != member_id:
+            return ErrorCode.fenced_instance_id
+        if group.state == State.DEAD:
+            return ErrorCode.coordinator_not_available
+        if member_id not in group.members:
+            return ErrorCode.unknown_member_id
+        if generation != group.generation:
+            return ErrorCode.illegal_generation
+        if group.state == State.COMPLETING_REBALANCE:
+            return ErrorCode.rebalance_in_progress
+        group.touch(member_id)
+        return group.owned_partitions(member_id)
+
+    async def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None,
+                             generation: int, commits: Sequence[OffsetCommit],
+                             expire_timestamp: int = -1) -> dict[TopicPartition, ErrorCode]:
+        try:
+            group = self.group(group_id)
+            if isinstance(group, ClassicGroup) and group.state == State.DEAD:
+                group = None
+            verdict = self._validate_commit(group, member_id, instance_id, generation)
+        except KafkaError as e:
+            return {(c.topic, c.partition): e.code for c in commits}
+        if isinstance(verdict, ErrorCode):
+            return {(c.topic, c.partition): verdict for c in commits}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        records: list[Record] = []
+        accepted: list[tuple[TopicPartition, OffsetAndMetadata]] = []
+        now = now_ms()
+        for c in commits:
+            tp = (c.topic, c.partition)
+            metadata = c.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.offset_metadata_too_large
+            elif verdict is not None and tp not in verdict:
+                # a member commits for a partition this generation gave someone else
+                errors[tp] = (ErrorCode.stale_member_epoch if isinstance(group, ConsumerGroup)
+                              else ErrorCode.illegal_generation)
+            else:
+                value = OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now,
+                                          expire_timestamp)
+                accepted.append((tp, value))
+                records.append(self._offset_record(group_id, tp, value))
+        if records:
+            partition = self.partition_for(group_id)
+            try:
+                await self.log.append(partition, records)
+            except KafkaError as e:
+                code = _append_error(e, commit=True)
+                errors.update({tp: code for tp, _ in accepted})
+                return errors
+            target = self.groups.get(group_id)
+            if target is None or (isinstance(target, ClassicGroup)
+                                  and target.state == State.DEAD):
+                target = self.groups[group_id] = ClassicGroup(group_id, partition, self)
+            for tp, value in accepted:
+                target.offsets[tp] = value
+                errors[tp] = ErrorCode.none
+        return errors
+
+    @staticmethod
+    def _offset_record(group_id: str, tp: TopicPartition, value: OffsetAndMetadata) -> Record:
+        return (encode_key(OffsetCommitKey(group_id, tp[0], tp[1])),
+                encode_offset_commit_value(OffsetCommitValue(
+                    value.offset, value.metadata, value.commit_timestamp, value.leader_epoch,
+                    value.expire_timestamp)))
+
+    def fetch_offsets(self, group_id: str, partitions: Sequence[TopicPartition] | None,
+                      member_id: str | None = None, member_epoch: int = -1
+                      ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Committed offsets (raises KafkaError for the whole group)."""
+        group = self.group(group_id)
+        if group is None:
+            return {}
+        if isinstance(group, ConsumerGroup) and member_id:
+            member = group.validate_commit(member_id, member_epoch)
+            if isinstance(member, ErrorCode):
+                raise KafkaError(f"offset fetch by {member_id}", member)
+        if partitions is None:
+            return dict(group.offsets)
+        return {tp: group.offsets[tp] for tp in partitions if tp in group.offsets}
+
+    async def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]
+                             ) -> dict[TopicPartition, ErrorCode]:
+        group = self.group(group_id)
+        if group is None or (isinstance(group, ClassicGroup) and group.state == State.DEAD):
+            raise GroupIdNotFound(f"group {group_id} does not exist")
+        subscribed = group.subscribed_topics()
+        if subscribed is None and not group.is_empty():
+            raise KafkaError(f"group {group_id} uses protocol it cannot inspect",
+                             ErrorCode.non_empty_group)
+        errors: dict[TopicPartition, ErrorCode] = {}
+        records: list[Record] = []
+        for tp in partitions:
+            if subscribed and tp[0] in subscribed:
+                errors[tp] = ErrorCode.group_subscribed_to_topic
+            else:
+                errors[tp] = ErrorCode.none
+                if tp in group.offsets:
+                    records.append((encode_key(OffsetCommitKey(group_id, *tp)), None))
+        if records:
+            await self.log.append(group.partition, records)
+            for tp, code in errors.items():
+                if code == ErrorCode.none:
+                    group.offsets.pop(tp, None)
+        return errors
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, ErrorCode]:
+        out: dict[str, ErrorCode] = {}
+        for group_id in group_ids:
+            try:
+                group = self.group(group_id)
+                if group is None or (isinstance(group, ClassicGroup)
+                                     and group.state == State.DEAD):
+                    raise GroupIdNotFound(f"group {group_id} does not exist")
+                if not group.is_empty():
+                    raise KafkaError(f"group {group_id} is not empty", ErrorCode.non_empty_group)
+                await self._remove_group(group)
+                out[group_id] = ErrorCode.none
+            except KafkaError as e:
+                out[group_id] = e.code
+        return out
+
+    async def _remove_group(self, group: Group) -> None:
+        records: list[Record] = [(encode_key(OffsetCommitKey(group.group_id, *tp)), None)
+                                 for tp in group.offsets]
+        records.append((encode_key(GroupMetadataKey(group.group_id)), None))
+        await self.log.append(group.partition, records)
+        if isinstance(group, ClassicGroup | ConsumerGroup):
+            group.remove_all()
+        if self.groups.get(group.group_id) is group:
+            del self.groups[group.group_id]
+
+    # ---- listing ----------------------------------------------------------------------
+
+    def list_groups(self) -> list[Group]:
+        return [g for g in self.groups.values()
+                if g.partition in self.led and g.partition not in self.loading
+                and not (isinstance(g, ClassicGroup) and g.state == State.DEAD)]
+
+    # ---- retention ----------------------------------------------------------------------
+
+    async def _expire_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
+            try:
+                await self.expire_offsets()
+            except Exception:
+                log.exception("expiring offsets failed")
+
+    async def expire_offsets(self, now: int | None = None) -> int:
+        """Remove offsets past `offsets.retention.minutes` (KIP-211), and the groups that
+        are left empty with none. Returns how many offsets went."""
+        now = now_ms() if now is None else now
+        retention = self.config.offsets_retention_ms
+        removed = 0
+        for group in self.list_groups():
+            if group.partition in self.loading:
+                continue
+            subscribed = group.subscribed_topics()
+            expired = []
+            for tp, value in group.offsets.items():
+                if value.expire_timestamp >= 0:
+                    due = now >= value.expire_timestamp
+                elif group.is_empty():
+                    base = max(group.current_state_timestamp, value.commit_timestamp)
+                    due = now >= base + retention
+                else:
+                    due = subscribed is not None and tp[0] not in subscribed and \
+                        now >= value.commit_timestamp + retention
+                if due:
+                    expired.append(tp)
+            if expired:
+                await self.log.append(group.partition, [
+                    (encode_key(OffsetCommitKey(group.group_id, *tp)), None) for tp in expired])
+                for tp in expired:
+                    group.offsets.pop(tp, None)
+                removed += len(expired)
+                log.info("expired %d offsets of group %s", len(expired), group.group_id)
+            if group.is_empty() and not group.offsets and (
+                    not isinstance(group, ClassicGroup) or group.state == State.EMPTY):
+                await self._remove_group(group)
+        return removed

@@ -1,0 +1,123 @@
+"""What every group shares: its config, its committed offsets, and the coordinator's
+services a group's state machine calls (time, timers, the log)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    """The broker settings the coordinator reads, by Kafka's names."""
+
+    offsets_partitions: int = 50
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    max_size: int = 2_147_483_647
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offsets_retention_check_interval_ms: int = 600_000
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    protocols: tuple[str, ...] = ("classic", "consumer")
+
+    @classmethod
+    def from_broker(cls, values: Mapping[str, Any]) -> GroupConfig:
+        return cls(
+            offsets_partitions=int(values["offsets.topic.num.partitions"]),
+            initial_rebalance_delay_ms=int(values["group.initial.rebalance.delay.ms"]),
+            min_session_timeout_ms=int(values["group.min.session.timeout.ms"]),
+            max_session_timeout_ms=int(values["group.max.session.timeout.ms"]),
+            max_size=int(values["group.max.size"]),
+            offset_metadata_max_bytes=int(values["offset.metadata.max.bytes"]),
+            offsets_retention_ms=int(values["offsets.retention.minutes"]) * 60_000,
+            offsets_retention_check_interval_ms=int(
+                values["offsets.retention.check.interval.ms"]),
+            consumer_heartbeat_interval_ms=int(values["group.consumer.heartbeat.interval.ms"]),
+            consumer_session_timeout_ms=int(values["group.consumer.session.timeout.ms"]),
+            consumer_assignors=tuple(values["group.consumer.assignors"]),
+            protocols=tuple(values["group.coordinator.rebalance.protocols"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = -1
+    expire_timestamp: int = -1  # set only by OffsetCommit v1 clients
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    """One partition of an OffsetCommit request."""
+
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+class Group:
+    """A group of either protocol; the committed offsets live here."""
+
+    kind = "classic"
+
+    def __init__(self, group_id: str, partition: int) -> None:
+        self.group_id = group_id
+        self.partition = partition  # of __consumer_offsets
+        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.current_state_timestamp = now_ms()
+
+    @property
+    def state_name(self) -> str:
+        raise NotImplementedError
+
+    def is_empty(self) -> bool:
+        raise NotImplementedError
+
+    def subscribed_topics(self) -> set[str] | None:
+        """Topics the members subscribe to; None when the group's protocol is opaque."""
+        raise NotImplementedError
+
+
+class Runtime(Protocol):
+    """The coordinator as a group's state machine sees it."""
+
+    config: GroupConfig
+
+    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> asyncio.TimerHandle: ...
+
+    async def store_group(self, group: Group, record: tuple[bytes, bytes | None]) -> None: ...
+
+    def spawn(self, coro: Any) -> None: ...
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class Timer:
+    """One cancellable timer slot: scheduling again replaces the previous one."""
+
+    handle: asyncio.TimerHandle | None = field(default=None)
+
+    def set(self, runtime: Runtime, delay_ms: int, fn: Callable[[], None]) -> None:
+        self.cancel()
+        self.handle = runtime.call_later(delay_ms, fn)
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+            self.handle = None

@@ -1,0 +1,103 @@
+"""The broker's side of the group coordinator: `__consumer_offsets` and the topics.
+
+The coordinator (coordinator/group) knows no broker; this adapter gives it the
+offsets partitions through the replica manager — appends as the leader, in v2
+batches whose offsets the log assigns — and the topics from the metadata image.
+It also creates `__consumer_offsets` on the first FindCoordinator, as Kafka does.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from odradek.coordinator.group import GroupConfig, GroupCoordinator
+from odradek.coordinator.group.consumer import TopicsView
+from odradek.protocol.errors import KafkaError, TopicAlreadyExists
+from odradek.protocol.records import NewRecord, encode_batch
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class BrokerOffsetsLog:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.topics = TopicsView(self._by_name, self._name_of, self._all_names)
+
+    # ---- the coordinator's interface --------------------------------------------
+
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
+                     ) -> None:
+        p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
+        batch = bytearray(encode_batch([NewRecord(key=k, value=v) for k, v in records]))
+        # A single broker is the whole ISR: the append is committed when it returns.
+        p.append(batch)
+
+    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
+        high_watermark = p.high_watermark
+        if offset >= high_watermark:
+            return b"", high_watermark
+        result = p.log.read(offset, max_bytes, max_offset=high_watermark)
+        return result.records, high_watermark
+
+    def log_start_offset(self, partition: int) -> int:
+        return self.broker.replicas.get(OFFSETS_TOPIC, partition).log.log_start_offset
+
+    def _by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
+        info = self.broker.controller.image.topics.get(name)
+        return None if info is None else (info.topic_id, len(info.partitions))
+
+    def _name_of(self, topic_id: uuid.UUID) -> str | None:
+        info = self.broker.controller.image.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    def _all_names(self) -> Iterable[str]:
+        return list(self.broker.controller.image.topics)
+
+
+def create_group_coordinator(broker: Broker) -> GroupCoordinator:
+    return GroupCoordinator(GroupConfig.from_broker(broker.config.values()),
+                            BrokerOffsetsLog(broker))
+
+
+def ensure_offsets_topic(broker: Broker) -> bool:
+    """Create `__consumer_offsets` if it is missing; False when that failed."""
+    if OFFSETS_TOPIC in broker.controller.image.topics:
+        return True
+    config = broker.config
+    try:
+        broker.controller.create_internal_topic(
+            OFFSETS_TOPIC,
+            int(config["offsets.topic.num.partitions"]),
+            int(config["offsets.topic.replication.factor"]),
+            {"cleanup.policy": "compact",
+             "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+             "compression.type": "producer"},
+        )
+    except TopicAlreadyExists:
+        return True
+    except KafkaError:
+        log.exception("could not create %s", OFFSETS_TOPIC)
+        return False
+    return True
+
+
+def follow_leadership(broker: Broker) -> None:
+    """Tell the coordinator which offsets partitions this broker leads now."""
+    info = broker.controller.image.topics.get(OFFSETS_TOPIC)
+    led = set()
+    if info is not None:
+        led = {p.partition for p in info.partitions
+               if p.leader == broker.node_id
+               and (OFFSETS_TOPIC, p.partition) in broker.replicas.partitions}
+    groups = broker.groups
+    groups.on_resigned(groups.led - led)
+    groups.on_elected(sorted(led - groups.led))
