@@ -49,6 +49,9 @@ def test_produce_and_consume_with_keys_and_headers(broker: BrokerProcess,
     later = odradek("consume", topic_name, "--partition", "0", "--offset", "1",
                     "--max-messages", "1", "--timeout-ms", "10000", *b).stdout
     assert later.strip() == "two"
+    by_time = odradek("consume", topic_name, "--timestamp", "2000-01-01T00:00:00",
+                      "--max-messages", "3", "--timeout-ms", "10000", *b).stdout
+    assert by_time.splitlines() == ["one", "two", "NULL"]
 
 
 def test_configs_describe_and_alter(broker: BrokerProcess, topic_name: str) -> None:

@@ -4,20 +4,22 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from tests.conftest import BrokerProcess
 
 
-def test_produce_consume(broker: BrokerProcess, topic_name: str) -> None:
+@pytest.mark.parametrize("codec", [None, "gzip", "snappy", "lz4", "zstd"])
+def test_produce_consume(broker: BrokerProcess, topic_name: str, codec: str | None) -> None:
     async def run() -> list[tuple[bytes | None, bytes | None]]:
         admin = AIOKafkaAdminClient(bootstrap_servers=broker.bootstrap)
         await admin.start()
         await admin.create_topics([NewTopic(topic_name, 3, 1)])
         await admin.close()
         producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap,
-                                    compression_type="gzip", enable_idempotence=True)
+                                    compression_type=codec, enable_idempotence=True)
         await producer.start()
         for i in range(100):
             await producer.send(topic_name, key=b"k%d" % (i % 5),

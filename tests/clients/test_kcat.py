@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
+
 from tests.clients.test_confluent_kafka import create_topic
 from tests.conftest import BrokerProcess
 
@@ -16,7 +18,9 @@ def kcat(*args: str, stdin: str | None = None) -> str:
     return result.stdout
 
 
-def test_metadata_produce_and_consume(broker: BrokerProcess, topic_name: str) -> None:
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_metadata_produce_and_consume(broker: BrokerProcess, topic_name: str,
+                                      codec: str) -> None:
     create_topic(broker.bootstrap, topic_name, partitions=2)
     meta = json.loads(kcat("-L", "-b", broker.bootstrap, "-J", "-t", topic_name))
     assert meta["topics"][0]["topic"] == topic_name
@@ -24,7 +28,7 @@ def test_metadata_produce_and_consume(broker: BrokerProcess, topic_name: str) ->
 
     lines = "".join(f"key{i}:value{i}\n" for i in range(20))
     kcat("-P", "-b", broker.bootstrap, "-t", topic_name, "-K:", "-H", "source=kcat",
-         "-z", "snappy", stdin=lines)
+         "-z", codec, stdin=lines)
     out = kcat("-C", "-b", broker.bootstrap, "-t", topic_name, "-o", "beginning", "-e",
                "-f", "p=%p o=%o key=%k headers=%h value=%s\n")
     rows = [line for line in out.splitlines() if line.startswith("p=")]

@@ -8,6 +8,7 @@ from odradek.cli import broker as broker_cmd
 from odradek.cli import (
     configs,
     console_io,
+    delete_records,
     demo,
     dump_log,
     groups,
@@ -31,6 +32,7 @@ app.add_typer(configs.app, name="configs")
 app.command("produce")(console_io.produce)
 app.command("consume")(console_io.consume)
 app.command("dump-log")(dump_log.dump_log)
+app.command("delete-records")(delete_records.delete_records)
 app.add_typer(groups.app, name="groups")
 app.command("lag")(lag.lag)
 app.add_typer(lake.app, name="lake")
