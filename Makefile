@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench-smoke clean
+.PHONY: run test lint bench bench-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
+
+bench: $(STAMP)
+	./scripts/install-system-deps
+	$(BIN)/python bench/run.py
+
+bench-smoke: $(STAMP)
+	$(BIN)/python bench/run.py --quick --brokers odradek
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -14,6 +14,7 @@ from odradek.cli import (
     groups,
     lag,
     lake,
+    perf,
     pipeline_cmd,
     topics,
 )
@@ -35,6 +36,7 @@ app.command("dump-log")(dump_log.dump_log)
 app.command("delete-records")(delete_records.delete_records)
 app.add_typer(groups.app, name="groups")
 app.command("lag")(lag.lag)
+app.add_typer(perf.app, name="perf")
 app.add_typer(lake.app, name="lake")
 app.add_typer(pipeline_cmd.app, name="pipeline")
 app.add_typer(demo.app, name="demo")
