@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from tests.clients.test_confluent_kafka import create_topic
 from tests.conftest import BrokerProcess
@@ -226,6 +227,10 @@ def test_a_dead_disk_takes_only_its_partitions_offline(root_mounts: Path,
             usage = describe_log_dirs(broker.bootstrap)
             assert usage[str(b)].error_code == 56
             assert usage[str(b)].total_bytes == -1
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            parts = admin.list_topics(topic_name, timeout=10).topics[topic_name].partitions
+            assert parts[dead].leader == -1, "clients see the partition offline"
+            assert all(parts[p].leader == 1 for p in placed if p != dead)
             assert broker.alive()
         finally:
             broker.stop()

@@ -5,12 +5,35 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from odradek.cluster.metadata import ZERO_UUID, TopicInfo
+from odradek.cluster.metadata import ZERO_UUID, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
 
 API_KEY = 3
 NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def _partition(schema: Any, topic: TopicInfo, p: PartitionInfo, ctx: RequestContext) -> Any:
+    offline = p.offline_replicas
+    leader = p.leader
+    error = ErrorCode.none
+    local = ctx.broker.replicas.partitions.get((topic.name, p.partition))
+    if local is not None and local.log.offline:
+        # this broker's copy sits on a failed log dir: as Kafka reports an offline
+        # partition, with no leader, so clients stop sending to it
+        offline = (*offline, ctx.broker.node_id)
+        if leader == ctx.broker.node_id:
+            leader, error = -1, ErrorCode.kafka_storage_error
+    return build(
+        schema.MetadataResponsePartition,
+        error_code=error,
+        partition_index=p.partition,
+        leader_id=leader,
+        leader_epoch=p.leader_epoch,
+        replica_nodes=p.replicas,
+        isr_nodes=tuple(r for r in p.isr if r not in offline),
+        offline_replicas=offline,
+    )
 
 
 def _topic(schema: Any, topic: TopicInfo, ctx: RequestContext) -> Any:
@@ -20,19 +43,7 @@ def _topic(schema: Any, topic: TopicInfo, ctx: RequestContext) -> Any:
         name=topic.name,
         topic_id=topic.topic_id,
         is_internal=topic.internal,
-        partitions=tuple(
-            build(
-                schema.MetadataResponsePartition,
-                error_code=ErrorCode.none,
-                partition_index=p.partition,
-                leader_id=p.leader,
-                leader_epoch=p.leader_epoch,
-                replica_nodes=p.replicas,
-                isr_nodes=p.isr,
-                offline_replicas=p.offline_replicas,
-            )
-            for p in topic.partitions
-        ),
+        partitions=tuple(_partition(schema, topic, p, ctx) for p in topic.partitions),
         topic_authorized_operations=NO_AUTHORIZED_OPERATIONS,
     )
 
