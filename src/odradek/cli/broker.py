@@ -21,8 +21,9 @@ def setup_logging(level: str) -> None:
 
 
 def install_event_loop() -> None:
-    """asyncio by default; ODRADEK_EVENT_LOOP=uvloop picks uvloop (see docs/performance.md)."""
-    if os.environ.get("ODRADEK_EVENT_LOOP", "asyncio") == "uvloop":
+    """uvloop by default: it costs a third less CPU per small request than asyncio's loop
+    (docs/performance.md). ODRADEK_EVENT_LOOP=asyncio picks the standard loop."""
+    if os.environ.get("ODRADEK_EVENT_LOOP", "uvloop") == "uvloop":
         import uvloop
 
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())

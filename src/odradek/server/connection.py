@@ -15,7 +15,7 @@ import asyncio
 import collections
 import logging
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from odradek.protocol.errors import InvalidRequest, KafkaError, UnsupportedVersion
 from odradek.protocol.headers import peek_ids, read_request_header
@@ -61,8 +61,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ---- asyncio callbacks ------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are not asyncio.Transport subclasses, but behave as one
+        self.transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
