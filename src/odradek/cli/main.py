@@ -6,12 +6,14 @@ import typer
 
 from odradek.cli import broker as broker_cmd
 from odradek.cli import (
+    advise,
     configs,
     console_io,
     delete_records,
     demo,
     dump_log,
     groups,
+    health,
     lag,
     lake,
     perf,
@@ -36,6 +38,8 @@ app.command("dump-log")(dump_log.dump_log)
 app.command("delete-records")(delete_records.delete_records)
 app.add_typer(groups.app, name="groups")
 app.command("lag")(lag.lag)
+app.add_typer(advise.app, name="advise")
+app.command("health")(health.health)
 app.add_typer(perf.app, name="perf")
 app.add_typer(lake.app, name="lake")
 app.add_typer(pipeline_cmd.app, name="pipeline")

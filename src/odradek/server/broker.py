@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +24,7 @@ from odradek.replication.replica_manager import Partition, ReplicaManager
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
 from odradek.server.group_storage import create_group_coordinator, follow_leadership
-from odradek.server.metrics import BrokerMetrics
+from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
     read_meta_properties,
@@ -292,6 +293,10 @@ class Broker:
         server, _thread = start_http_server(port, addr=host, registry=self.metrics.registry)
         self._metrics_server = server
         log.info("metrics on http://%s:%d/metrics", host, server.server_port)
+        # State gauges (log sizes, group lag, …) are read on the loop, off the hot path.
+        self.controller.add_listener(partial(self.metrics.on_metadata_change, self.node_id))
+        self.metrics.refresh(self)
+        self._every(GAUGE_INTERVAL_MS, lambda: self.metrics.refresh(self))
 
     def _on_log_moved(self, tp: tuple[str, int], moved: Any) -> None:
         """AlterReplicaLogDirs finished: the partition serves from its new log."""

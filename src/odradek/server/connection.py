@@ -15,6 +15,7 @@ import asyncio
 import collections
 import logging
 import struct
+import sys
 from typing import TYPE_CHECKING, Any, cast
 
 from odradek.protocol.errors import InvalidRequest, KafkaError, UnsupportedVersion
@@ -162,6 +163,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                         handler.max_version)
             self.close()
             return
+        started = self.broker.metrics.on_request(api_key)  # counts it, starts its clock
         try:
             # kio's native readers insist on read-only buffers
             view = memoryview(frame).toreadonly()
@@ -183,13 +185,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             self._busy = True
             task = asyncio.ensure_future(result)
-            task.add_done_callback(lambda t: self._finish(t, api_key, version, correlation_id))
+            task.add_done_callback(
+                lambda t: self._finish(t, api_key, version, correlation_id, request, started))
             self.broker.track(task)
             return
         self._respond(result, api_key, version, correlation_id)
+        self.broker.metrics.on_response(api_key, started, request, result)
 
     def _finish(self, task: asyncio.Future[Any], api_key: int, version: int,
-                correlation_id: int) -> None:
+                correlation_id: int, request: Any = None, started: float = 0.0) -> None:
         self._busy = False
         if self._closed:
             return
@@ -201,6 +205,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._handler_failed(api_key, version, exc)
             return
         self._respond(task.result(), api_key, version, correlation_id)
+        self.broker.metrics.on_response(api_key, started, request, task.result())
         self._drain()
 
     def _drain(self) -> None:
@@ -228,6 +233,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._send(data)
 
     def _handler_failed(self, api_key: int, version: int, exc: BaseException | None = None) -> None:
+        self.broker.metrics.on_error(api_key, exc or sys.exception())
         if isinstance(exc, KafkaError):
             log.warning("%s v%d from %s:%d failed: %s", api_name(api_key), version, *self.peer,
                         exc)
