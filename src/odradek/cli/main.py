@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import typer
 
-from odradek.cli import broker as broker_cmd
 from odradek.cli import (
     advise,
     configs,
@@ -20,6 +19,7 @@ from odradek.cli import (
     pipeline_cmd,
     topics,
 )
+from odradek.cli import broker as broker_cmd
 
 app = typer.Typer(
     no_args_is_help=True,
