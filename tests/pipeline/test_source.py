@@ -244,6 +244,8 @@ def test_read_committed_hides_aborted_records(spark: SparkSession, bootstrap: st
         producer.begin_transaction()
         for v in values:
             producer.produce(name, v.encode())
+        # librdkafka purges records still queued when a transaction aborts: send them first
+        producer.flush(30)
         if commit:
             producer.commit_transaction(30)
         else:

@@ -18,6 +18,7 @@ from odradek.cli import (
     perf,
     pipeline_cmd,
     topics,
+    transactions,
 )
 from odradek.cli import broker as broker_cmd
 
@@ -40,6 +41,7 @@ app.add_typer(groups.app, name="groups")
 app.command("lag")(lag.lag)
 app.add_typer(advise.app, name="advise")
 app.command("health")(health.health)
+app.add_typer(transactions.app, name="transactions")
 app.add_typer(perf.app, name="perf")
 app.add_typer(lake.app, name="lake")
 app.add_typer(pipeline_cmd.app, name="pipeline")

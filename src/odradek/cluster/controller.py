@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from odradek.cluster import topic_rules as rules
 from odradek.cluster.metadata import (
     BrokerInfo,
     MetadataImage,
@@ -22,18 +23,14 @@ from odradek.cluster.metadata import (
     validate_topic_name,
 )
 from odradek.cluster.store import MetadataStore
-from odradek.configdef import ConfigError
 from odradek.protocol.errors import (
-    InvalidConfig,
     InvalidPartitions,
     InvalidReplicationFactor,
     InvalidRequest,
-    InvalidTopic,
     TopicAlreadyExists,
     TopicDeletionDisabled,
     UnknownTopicOrPartition,
 )
-from odradek.storage.log_config import TOPIC_CONFIGS
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +81,7 @@ class Controller:
     # ---- topics -----------------------------------------------------------------
 
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
-        clean: dict[str, str] = {}
-        for name, value in configs.items():
-            if name not in TOPIC_CONFIGS:
-                raise InvalidConfig(f"Unknown topic config name: {name}")
-            if value is None:
-                raise InvalidConfig(f"Null value not supported for topic config {name}")
-            try:
-                TOPIC_CONFIGS[name].parse(value)
-            except ConfigError as e:
-                raise InvalidConfig(str(e)) from None
-            clean[name] = str(value)
-        return clean
+        return rules.validate_topic_configs(configs)
 
     def _live_brokers(self) -> list[int]:
         return sorted(b.node_id for b in self.image.brokers.values() if not b.fenced)
@@ -114,15 +100,7 @@ class Controller:
         return out
 
     def _check_assignment(self, assignment: Sequence[Sequence[int]], rf: int | None) -> None:
-        live = set(self._live_brokers())
-        for replicas in assignment:
-            if not replicas or len(set(replicas)) != len(replicas):
-                raise InvalidRequest(f"Invalid replica assignment {list(replicas)}")
-            if rf is not None and len(replicas) != rf:
-                raise InvalidRequest("Inconsistent replication factor in the assignment")
-            unknown = set(replicas) - live
-            if unknown:
-                raise InvalidRequest(f"Unknown broker ids in assignment: {sorted(unknown)}")
+        rules.check_assignment(assignment, rf, self._live_brokers())
 
     def create_topic(
         self,
@@ -143,8 +121,7 @@ class Controller:
                 raise InvalidRequest(
                     "Both numPartitions or replicationFactor and replicasAssignments were set."
                 )
-            if sorted(assignments) != list(range(len(assignments))):
-                raise InvalidPartitions("Partitions should be consecutive, starting from 0")
+            rules.check_consecutive(assignments)
             replica_lists = [tuple(assignments[p]) for p in range(len(assignments))]
             self._check_assignment(replica_lists, len(replica_lists[0]))
         else:
@@ -167,12 +144,7 @@ class Controller:
             ),
             configs=clean,
         )
-        colliding = [t for t in self.image.topics if t.replace(".", "_") == name.replace(".", "_")]
-        if colliding:
-            raise InvalidTopic(
-                f"Topic '{name}' collides with existing topic: {colliding[0]}: topics with a "
-                "period ('.') or underscore ('_') could collide"
-            )
+        rules.check_collision(name, self.image.topics)
         if validate_only:
             return topic
         topics = dict(self.image.topics)
@@ -214,20 +186,9 @@ class Controller:
         if topic is None:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
         current = len(topic.partitions)
-        if total < current:
-            raise InvalidPartitions(
-                f"Topic currently has {current} partitions, which is higher than the "
-                f"requested {total}."
-            )
-        if total == current:
-            raise InvalidPartitions(f"Topic already has {current} partitions.")
-        added = total - current
+        added = rules.check_partition_growth(current, total,
+                                             len(assignments) if assignments else None)
         if assignments:
-            if len(assignments) != added:
-                raise InvalidRequest(
-                    f"Increasing the number of partitions by {added} but {len(assignments)} "
-                    "assignments provided."
-                )
             replica_lists = [tuple(a) for a in assignments]
             self._check_assignment(replica_lists, topic.replication_factor)
         else:

@@ -110,6 +110,9 @@ class SourceOptions:
             "max.partition.fetch.bytes": 8 * 1024 * 1024,
             "fetch.max.bytes": 64 * 1024 * 1024,
             "log_level": 3,
+            # Spark's Kafka source reads uncommitted by default; librdkafka would read
+            # committed, hiding records Spark's semantics promise.
+            "isolation.level": "read_uncommitted",
         }
         conf.update(self.kafka_params)
         return conf

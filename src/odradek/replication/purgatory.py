@@ -17,11 +17,14 @@ class Watched(Protocol):
 
 
 class DelayedFetch:
-    __slots__ = ("_future", "_handle", "_partitions", "accumulated", "min_bytes")
+    __slots__ = ("_future", "_handle", "_partitions", "accumulated", "min_bytes",
+                 "read_committed")
 
-    def __init__(self, min_bytes: int, accumulated: int) -> None:
+    def __init__(self, min_bytes: int, accumulated: int, read_committed: bool = False) -> None:
         self.min_bytes = min_bytes
         self.accumulated = accumulated
+        # woken by what moves the last stable offset, not by every append
+        self.read_committed = read_committed
         self._future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._handle: asyncio.TimerHandle | None = None
         self._partitions: list[Watched] = []

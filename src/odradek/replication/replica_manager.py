@@ -3,6 +3,11 @@
 A single broker leads every partition it holds, so the high watermark follows the log
 end offset at each append. With followers the watermark will advance as they fetch;
 everything above this layer already reads up to `high_watermark`, not the log end.
+
+read_committed fetches read up to the last stable offset and get the aborted
+transactions overlapping what they read. A waiting read_committed fetch is woken when
+the LSO moves — by an append outside any transaction, or by a transaction marker — not
+by appends inside an open transaction, which it could not read anyway.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from odradek.protocol.errors import KafkaError, UnknownTopicOrPartition
 from odradek.replication.purgatory import DelayedFetch
+from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.storage.log import AppendInfo, Log
@@ -38,17 +44,39 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        return self.log.high_watermark
+        return self.log.last_stable_offset
 
-    def append(self, records: bytearray | memoryview) -> AppendInfo:
-        info = self.log.append_as_leader(records, self.leader_epoch)
+    def append(self, records: bytearray | memoryview,
+               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        lso = self.log.last_stable_offset if self.waiters else 0
+        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
         if not info.duplicate:
             # the only replica: everything appended is committed
             self.log.high_watermark = self.log.log_end_offset
             if self.waiters:
                 nbytes = len(records)
+                stable = self.log.last_stable_offset > lso
                 for waiter in list(self.waiters):
-                    waiter.on_append(nbytes)
+                    if stable or not waiter.read_committed:
+                        waiter.on_append(nbytes)
+        self.log.maybe_flush()
+        return info
+
+    def append_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool) -> AppendInfo:
+        """Write a transaction marker as the leader (what WriteTxnMarkers does)."""
+        lso = self.log.last_stable_offset
+        info = self.log.append_marker(
+            producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, commit=commit,
+            leader_epoch=self.leader_epoch)
+        self.log.high_watermark = self.log.log_end_offset
+        if self.waiters and self.log.last_stable_offset > lso:
+            # what became readable is not known in bytes: let read_committed waiters
+            # read again (uncommitted ones saw the data when it was appended)
+            for waiter in list(self.waiters):
+                if waiter.read_committed:
+                    waiter.complete()
         self.log.maybe_flush()
         return info
 
@@ -63,6 +91,9 @@ class PartitionRead:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # read_committed only: (producer id, first offset) of the aborted transactions the
+    # records overlap; None for read_uncommitted (FetchResponse writes null then)
+    aborted: list[tuple[int, int]] | None = None
 
 
 class ReplicaManager:
@@ -131,6 +162,9 @@ class ReplicaManager:
                 )
                 continue
             total += len(result.records)
+            aborted = None
+            if read_committed:
+                aborted = partition.log.collect_aborted_transactions(offset, result.records)
             results.append(
                 PartitionRead(
                     partition,
@@ -139,6 +173,7 @@ class ReplicaManager:
                     partition.high_watermark,
                     partition.last_stable_offset,
                     partition.log.log_start_offset,
+                    aborted,
                 )
             )
         return results, total

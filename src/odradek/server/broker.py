@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from odradek.cluster.controller import Controller
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
+from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
 from odradek.replication.replica_manager import Partition, ReplicaManager
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
 from odradek.server.group_storage import create_group_coordinator, follow_leadership
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
+from odradek.server.txn_storage import BrokerTransactions
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
     read_meta_properties,
@@ -58,6 +60,7 @@ class Broker:
         self.controller: Controller
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator
+        self.transactions: BrokerTransactions
 
     # ---- lifecycle --------------------------------------------------------------
 
@@ -97,6 +100,8 @@ class Broker:
         self.groups = create_group_coordinator(self)
         follow_leadership(self)  # loads the groups of the offsets partitions we lead
         self.groups.start()
+        self.transactions = BrokerTransactions(self)
+        self.transactions.start()  # loads the __transaction_state partitions we lead
         self.controller.add_listener(self._on_metadata_change)
         for server in self._servers:
             await server.start_serving()
@@ -126,6 +131,8 @@ class Broker:
             task.cancel()
         if hasattr(self, "groups"):
             self.groups.stop()
+        if hasattr(self, "transactions"):
+            self.transactions.stop()
         for server in self._servers:
             await server.wait_closed()
         await asyncio.sleep(0)
@@ -259,12 +266,16 @@ class Broker:
             self._open_partitions(topic)
             if topic == "__consumer_offsets":
                 follow_leadership(self)
+            elif topic == TRANSACTION_STATE_TOPIC:
+                self.transactions.follow_leadership()
         elif event == "deleted":
             for p in self.replicas.remove_topic(topic):
                 self.logs.delete(p.topic, p.index)
             self.metrics.partitions.set(len(self.replicas.partitions))
             if topic == "__consumer_offsets":
                 follow_leadership(self)
+            elif topic == TRANSACTION_STATE_TOPIC:
+                self.transactions.follow_leadership()
         elif event == "configs":
             config = self.log_config_for(topic)
             for p in self.replicas.topic_partitions(topic):

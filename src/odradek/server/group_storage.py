@@ -17,6 +17,7 @@ from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.consumer import TopicsView
 from odradek.protocol.errors import KafkaError, TopicAlreadyExists
 from odradek.protocol.records import NewRecord, encode_batch
+from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -39,6 +40,18 @@ class BrokerOffsetsLog:
         batch = bytearray(encode_batch([NewRecord(key=k, value=v) for k, v in records]))
         # A single broker is the whole ISR: the append is committed when it returns.
         p.append(batch)
+
+    async def append_transactional(self, partition: int,
+                                   records: Sequence[tuple[bytes, bytes | None]],
+                                   producer_id: int, producer_epoch: int) -> None:
+        p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
+        # Kafka writes TxnOffsetCommit as the producer's transactional batch, sequence 0,
+        # appended as the coordinator (no sequence checks): the transaction's marker in
+        # this partition then decides whether the offsets count.
+        batch = bytearray(encode_batch([NewRecord(key=k, value=v) for k, v in records],
+                                       producer_id=producer_id, producer_epoch=producer_epoch,
+                                       base_sequence=0, transactional=True))
+        p.append(batch, origin=AppendOrigin.COORDINATOR)
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         p = self.broker.replicas.get(OFFSETS_TOPIC, partition)

@@ -37,12 +37,12 @@ from odradek.protocol.group_records import (
     GROUP_METADATA_VALUE,
     OFFSET_COMMIT_KEY,
     OFFSET_COMMIT_VALUE,
-    Field,
     Malformed,
     Struct,
     read_message,
 )
 from odradek.protocol.records import Record
+from odradek.protocol.txn_records import TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE
 
 __all__ = [
     "DecoderError",
@@ -96,31 +96,8 @@ def to_json(value: object) -> str:
 
 
 # ---------------------------------------------------------------------------- schemas
-# The group coordinator's records and their reader live in protocol/group_records.py;
-# the transaction coordinator's schemas are written in the same terms.
-
-_TRANSACTION_LOG_KEY = Struct("TransactionLogKey", (Field("transactionalId", "string"),))
-_PARTITIONS = Struct(
-    "PartitionsSchema",
-    (Field("topic", "string"), Field("partitionIds", "[]int32")),
-    flexible_since=1,
-)
-_TRANSACTION_LOG_VALUE = Struct(
-    "TransactionLogValue",
-    (
-        Field("producerId", "int64"),
-        Field("previousProducerId", "int64", since=1, tag=0, default=-1),
-        Field("nextProducerId", "int64", since=1, tag=1, default=-1),
-        Field("producerEpoch", "int16"),
-        Field("transactionTimeoutMs", "int32"),
-        Field("transactionStatus", "int8"),
-        Field("transactionPartitions", _PARTITIONS, nullable=True),
-        Field("transactionLastUpdateTimestampMs", "int64"),
-        Field("transactionStartTimestampMs", "int64"),
-        Field("clientTransactionVersion", "int16", since=1, tag=2, default=0),
-    ),
-    flexible_since=1,
-)
+# The coordinators' records and their readers live in protocol/group_records.py and
+# protocol/txn_records.py.
 
 _INT16 = struct.Struct(">h")
 
@@ -266,7 +243,7 @@ _GROUP_TYPES = {
     1: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
     2: (GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
 }
-_TRANSACTION_TYPES = {0: (_TRANSACTION_LOG_KEY, _TRANSACTION_LOG_VALUE)}
+_TRANSACTION_TYPES = {0: (TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE)}
 
 
 def parse_offsets(record: Record) -> tuple[str | None, str | None]:

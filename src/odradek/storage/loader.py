@@ -12,7 +12,8 @@ Separate from the running log, as in Kafka. What it does, in order:
    batch's header, size, CRC and offsets are checked, indexes rebuilt, and the log is
    cut at the first bad or torn batch (later segments go too);
 4. rebuilds producer state from the newest usable snapshot plus the batches after it,
-   and trims the leader epoch cache to the log that survived.
+   and trims the leader epoch cache to the log that survived;
+5. rebuilds the `.txnindex` of every recovered segment (storage/transactions.py).
 
 Segments below the recovery point were fsynced before the point advanced; they are
 never scanned, so nothing flushed is lost and a restart costs O(unflushed data).
@@ -453,4 +454,8 @@ class LogLoader:
         self.leader_epochs.truncate_from_start(log_start)
         self.producer_state.remove_stray_snapshots([s.base_offset for s in segments])
         rebuild_producer_state(segments, self.producer_state, log_start, log_end, self.now_ms)
+        if self._recovered:
+            from odradek.storage.transactions import rebuild_txn_indexes
+
+            rebuild_txn_indexes(segments, self._recovered, self.producer_state, log_start)
         return LoadedLog(segments, log_start, log_end, recovery_point, self.bytes_truncated)

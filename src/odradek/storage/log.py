@@ -30,7 +30,7 @@ from odradek.protocol.errors import (
     OffsetOutOfRange,
     RecordListTooLarge,
 )
-from odradek.storage import log_changes
+from odradek.storage import log_changes, transactions
 from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.deleter import DelayedDeleter
 from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
@@ -52,6 +52,7 @@ from odradek.storage.segment import (
     OffsetAndTimestamp,
     segment_file,
 )
+from odradek.storage.txn_index import TxnIndexes
 from odradek.storage.validator import (
     AssignedBatches,
     assign_offsets,
@@ -101,6 +102,7 @@ class Log:
         self.offline = False  # its log dir failed: every operation raises
         self.on_io_error: Callable[[Log, OSError], None] | None = None
         self._deleter = DelayedDeleter()
+        self.txn_indexes = TxnIndexes()  # the segments' aborted transactions (.txnindex)
 
     @classmethod
     def open(
@@ -163,6 +165,17 @@ class Log:
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
         self._high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below the oldest open transaction and the high watermark: what
+        read_committed consumers may read."""
+        return transactions.last_stable_offset(self)
+
+    def collect_aborted_transactions(self, start: int, records: bytes) -> list[tuple[int, int]]:
+        """(producer id, first offset) of aborted transactions overlapping `records`,
+        read from `start`: what a read_committed fetch returns with them."""
+        return transactions.collect_aborted(self, start, records)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -280,9 +293,16 @@ class Log:
                     self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
             now = self._clock()
             self._append(buf, assigned, now)
-            for _, h in batches:
-                self.producer_state.replay_header(h)
+            transactions.replay_appended(self, buf, batches)
             return self._append_info(assigned)
+
+    def append_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                      commit: bool, leader_epoch: int) -> AppendInfo:
+        """Write a transaction marker (the coordinator's commit or abort); see
+        transactions.append_marker."""
+        return transactions.append_marker(
+            self, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, commit=commit, leader_epoch=leader_epoch)
 
     def _append_info(self, assigned: AssignedBatches) -> AppendInfo:
         return AppendInfo(

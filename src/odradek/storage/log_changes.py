@@ -56,6 +56,7 @@ def _after_truncation(lg: Log, now: int) -> None:
     lg._max_pos_cache = None
     lg.leader_epochs.truncate_from_end(leo)
     rebuild_producer_state(lg._segments, lg.producer_state, lg.log_start_offset, leo, now)
+    lg.txn_indexes.truncate_to(lg._segments[-1], leo)
 
 
 def truncate_fully_and_start_at(lg: Log, offset: int) -> None:

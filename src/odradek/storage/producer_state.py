@@ -32,7 +32,13 @@ from pathlib import Path
 import crc32c
 
 from odradek.protocol.batch import BatchHeader
-from odradek.protocol.errors import InvalidProducerEpoch, InvalidTxnState, OutOfOrderSequence
+from odradek.protocol.errors import (
+    ErrorCode,
+    InvalidProducerEpoch,
+    InvalidTxnState,
+    KafkaError,
+    OutOfOrderSequence,
+)
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +100,7 @@ class ProducerStateEntry:
     batches: deque[BatchMetadata] = field(default_factory=deque)
     coordinator_epoch: int = -1
     last_timestamp: int = NO_TIMESTAMP
-    current_txn_first_offset: int | None = None  # for transactions (a later issue)
+    current_txn_first_offset: int | None = None  # first offset of its open transaction
 
     @property
     def is_empty(self) -> bool:
@@ -191,15 +197,26 @@ class ProducerAppendInfo:
 
     def append_end_txn_marker(
         self, epoch: int, offset: int, timestamp: int, coordinator_epoch: int | None = None
-    ) -> None:
-        """A control batch: the transaction ends (transactions are a later issue; this
-        keeps epochs and timestamps right for replicated and recovered markers)."""
+    ) -> int | None:
+        """A control batch: the producer's transaction ends. Returns the first offset of
+        the transaction it completes, None if none was open. A marker's epoch may be
+        above the producer's (a fence bumps it): later batches of the old epoch fail."""
         self._check_epoch(epoch, offset)
+        if coordinator_epoch is not None and coordinator_epoch < self.updated.coordinator_epoch:
+            # a coordinator that lost its partition to a newer leader: Kafka refuses it
+            message = (f"marker of producer {self.producer_id} at offset {offset} from "
+                       f"coordinator epoch {coordinator_epoch}, below "
+                       f"{self.updated.coordinator_epoch}")
+            if self.origin is not AppendOrigin.REPLICATION:
+                raise KafkaError(message, ErrorCode.transaction_coordinator_fenced)
+            log.warning("%s", message)
         self.updated.maybe_update_epoch(epoch)
         if coordinator_epoch is not None:
             self.updated.coordinator_epoch = coordinator_epoch
+        first = self.updated.current_txn_first_offset
         self.updated.current_txn_first_offset = None
         self.updated.last_timestamp = timestamp
+        return first
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         current = self.updated.producer_epoch
@@ -311,6 +328,9 @@ class ProducerStateManager:
         self.directory = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
+        # producer id → first offset of its open transaction: the last stable offset
+        # is the smallest of these (Kafka's ongoingTxns), so it is kept, not searched
+        self.ongoing: dict[int, int] = {}
         self.snapshots = list_snapshots(directory)
         self.map_end_offset = 0  # state covers every batch below this offset
         self.last_snap_offset = 0
@@ -325,11 +345,26 @@ class ProducerStateManager:
         return ProducerAppendInfo(producer_id, current, origin)
 
     def update(self, info: ProducerAppendInfo) -> None:
-        current = self.producers.get(info.producer_id)
+        pid = info.producer_id
+        current = self.producers.get(pid)
         if current is None:
-            self.producers[info.producer_id] = info.updated
+            current = self.producers[pid] = info.updated
         else:
             current.update(info.updated)
+        first = current.current_txn_first_offset
+        if first is not None:
+            self.ongoing[pid] = first
+        elif self.ongoing:
+            self.ongoing.pop(pid, None)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction; None when none is open."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def _reset_ongoing(self) -> None:
+        self.ongoing = {pid: e.current_txn_first_offset for pid, e in self.producers.items()
+                        if e.current_txn_first_offset is not None}
 
     def replay_batch(
         self,
@@ -485,8 +520,10 @@ class ProducerStateManager:
             for entry in entries:
                 if not self._expired(entry, now_ms):
                     self.producers[entry.producer_id] = entry
+            self._reset_ongoing()
             self.map_end_offset = self.last_snap_offset = offset
             return
+        self._reset_ongoing()
         self.map_end_offset = self.last_snap_offset = log_start_offset
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
@@ -503,6 +540,7 @@ class ProducerStateManager:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.producers.clear()
+        self.ongoing.clear()
         for snap in list(self.snapshots):
             self._remove_snapshot(snap)
         self.last_snap_offset = 0

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, Protocol
 
+from odradek.coordinator.group import txn_offsets
 from odradek.coordinator.group.classic import ClassicGroup, JoinResult, State, SyncResult
 from odradek.coordinator.group.consumer import ConsumerGroup, HeartbeatResult, TopicsView
 from odradek.coordinator.group.errors import (
@@ -57,6 +58,10 @@ class OffsetsLog(Protocol):
 
     async def append(self, partition: int, records: Sequence[Record]) -> None:
         """Append as the leader; returns once the write is committed (raises KafkaError)."""
+
+    async def append_transactional(self, partition: int, records: Sequence[Record],
+                                   producer_id: int, producer_epoch: int) -> None:
+        """The same, as a transactional batch of the producer (TxnOffsetCommit)."""
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         """(whole record batches from `offset`, the high watermark)."""
@@ -229,6 +234,7 @@ class GroupCoordinator:
 
     def _convert(self, old: Group, new: Group) -> Group:
         new.offsets = old.offsets
+        new.pending_txn_offsets = old.pending_txn_offsets
         self.groups[new.group_id] = new
         return new
 
@@ -356,7 +362,26 @@ class GroupCoordinator:
             for tp, value in accepted:
                 target.offsets[tp] = value
                 errors[tp] = ErrorCode.none
+            txn_offsets.supersede(target, [tp for tp, _ in accepted])
         return errors
+
+    async def commit_transactional_offsets(
+            self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+            instance_id: str | None, generation: int, commits: Sequence[OffsetCommit]
+    ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit: offsets that count once the transaction commits."""
+        return await txn_offsets.commit(self, group_id, producer_id, producer_epoch,
+                                        member_id, instance_id, generation, commits)
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """The transaction coordinator wrote the producer's marker to this offsets
+        partition: its pending offsets there are committed or dropped."""
+        if partition in self.led:
+            txn_offsets.complete(self.groups.values(), partition, producer_id, committed)
+
+    def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of the group with offsets pending in an open transaction."""
+        return txn_offsets.pending_partitions(self.groups.get(group_id))
 
     @staticmethod
     def _offset_record(group_id: str, tp: TopicPartition, value: OffsetAndMetadata) -> Record:

@@ -77,6 +77,9 @@ class Group:
         self.group_id = group_id
         self.partition = partition  # of __consumer_offsets
         self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        # offsets written inside transactions not yet ended, by producer id
+        # (coordinator/group/txn_offsets.py)
+        self.pending_txn_offsets: dict[int, dict[TopicPartition, OffsetAndMetadata]] = {}
         self.current_state_timestamp = now_ms()
 
     @property

@@ -6,6 +6,8 @@ Adding an API is one new module here and one line in `_MODULES`.
 from __future__ import annotations
 
 from odradek.server.handlers import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     alter_configs,
     alter_replica_log_dirs,
     api_versions,
@@ -20,6 +22,9 @@ from odradek.server.handlers import (
     describe_configs,
     describe_groups,
     describe_log_dirs,
+    describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -29,12 +34,15 @@ from odradek.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
+    write_txn_markers,
 )
 from odradek.server.handlers.base import ApiHandler
 
@@ -70,6 +78,15 @@ _MODULES = (
     offset_delete,
     consumer_group_heartbeat,
     consumer_group_describe,
+    # transactions
+    add_partitions_to_txn,
+    add_offsets_to_txn,
+    end_txn,
+    txn_offset_commit,
+    write_txn_markers,
+    describe_transactions,
+    list_transactions,
+    describe_producers,
 )
 
 HANDLERS: dict[int, ApiHandler] = {m.HANDLER.api_key: m.HANDLER for m in _MODULES}

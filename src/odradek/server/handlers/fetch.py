@@ -58,6 +58,7 @@ def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]
                 last_stable_offset=r.last_stable_offset,
                 log_start_offset=r.log_start_offset,
                 records=r.records,
+                aborted_transactions=r.aborted,
             )
         )
     return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id,
@@ -78,7 +79,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, wanted, reads)
 
     async def wait_then_read() -> Any:
-        waiter = DelayedFetch(request.min_bytes, total)
+        waiter = DelayedFetch(request.min_bytes, total, read_committed)
         waiter.watch(p for p, _, _, _ in items if p is not None)
         await waiter.wait(max_wait_ms / 1000)
         again, total_again = replicas.read(items, max_bytes, read_committed)

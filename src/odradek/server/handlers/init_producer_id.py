@@ -2,7 +2,9 @@
 
 Without a transactional id any broker answers, and the id is new even when the client
 sends its old one (KIP-360): the old id's sequences stay valid for its in-flight
-retries, and the new id starts clean at epoch 0.
+retries, and the new id starts clean at epoch 0. With one, the transaction coordinator
+answers: the id's producer id with its next epoch, fencing an older instance and
+aborting its open transaction (coordinator/txn).
 """
 
 from __future__ import annotations

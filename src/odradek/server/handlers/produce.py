@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from odradek.protocol.batch import ATTR_TRANSACTIONAL, ATTRIBUTES_OFFSET, read_header
 from odradek.protocol.errors import (
     CorruptMessage,
     ErrorCode,
@@ -27,9 +28,28 @@ from odradek.server.handlers.base import (
 
 API_KEY = 0
 log = logging.getLogger(__name__)
+_ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attribute bits live in the int16's low byte
 
 
-def _append(ctx: RequestContext, topic: str, index: int, records: Any) -> tuple[Any, ...]:
+def _check_transactional(ctx: RequestContext, transactional_id: str | None, topic: str,
+                         index: int, buf: Any) -> None:
+    """A transactional batch is taken only into a partition its producer added to its
+    ongoing transaction, at its current epoch (Kafka's produce-path verification)."""
+    try:
+        header = read_header(buf)
+    except CorruptMessage:
+        return  # the log's validation names the problem
+    if not header.is_transactional:
+        return
+    code = ctx.broker.transactions.verify_produce(
+        transactional_id, header.producer_id, header.producer_epoch, (topic, index))
+    if code != ErrorCode.none:
+        raise KafkaError(f"transactional batch of producer {header.producer_id} epoch "
+                         f"{header.producer_epoch}: {code.name}", code)
+
+
+def _append(ctx: RequestContext, topic: str, index: int, records: Any,
+            transactional_id: str | None = None) -> tuple[Any, ...]:
     """(error_code, base_offset, log_append_time, log_start_offset, message)."""
     broker = ctx.broker
     try:
@@ -40,6 +60,10 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any) -> tuple[
         writable = isinstance(records, bytearray) or (
             isinstance(records, memoryview) and not records.readonly)
         buf = records if writable else bytearray(records)
+        # one byte of the first batch's attributes: nothing more on the common path
+        if transactional_id is not None or (
+                len(buf) > _ATTRIBUTES_LOW and buf[_ATTRIBUTES_LOW] & ATTR_TRANSACTIONAL):
+            _check_transactional(ctx, transactional_id, topic, index, buf)
         info = partition.append(buf)
         broker.metrics.on_produce(topic, len(buf), info.records_count)
         return (ErrorCode.none, info.first_offset, info.log_append_time,
@@ -66,7 +90,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 code, base, append_time, start, message = error.code, -1, -1, -1, str(error)
             else:
                 code, base, append_time, start, message = _append(
-                    ctx, topic_data.name, pdata.index, pdata.records
+                    ctx, topic_data.name, pdata.index, pdata.records, request.transactional_id
                 )
             partitions.append(
                 build(

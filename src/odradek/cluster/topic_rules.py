@@ -1,0 +1,79 @@
+"""What a topic change must satisfy, the same for both metadata backends.
+
+The embedded controller (controller.py) and the ZooKeeper admin (zk_admin.py) refuse
+the same requests with the same Kafka errors and messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+
+from odradek.configdef import ConfigError
+from odradek.protocol.errors import (
+    InvalidConfig,
+    InvalidPartitions,
+    InvalidRequest,
+    InvalidTopic,
+)
+from odradek.storage.log_config import TOPIC_CONFIGS
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
+    clean: dict[str, str] = {}
+    for name, value in configs.items():
+        if name not in TOPIC_CONFIGS:
+            raise InvalidConfig(f"Unknown topic config name: {name}")
+        if value is None:
+            raise InvalidConfig(f"Null value not supported for topic config {name}")
+        try:
+            TOPIC_CONFIGS[name].parse(value)
+        except ConfigError as e:
+            raise InvalidConfig(str(e)) from None
+        clean[name] = str(value)
+    return clean
+
+
+def check_assignment(assignment: Iterable[Sequence[int]], rf: int | None,
+                     known: Collection[int]) -> None:
+    """Each replica list non-empty, without duplicates, of the stated size, on known brokers."""
+    for replicas in assignment:
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise InvalidRequest(f"Invalid replica assignment {list(replicas)}")
+        if rf is not None and len(replicas) != rf:
+            raise InvalidRequest("Inconsistent replication factor in the assignment")
+        unknown = set(replicas) - set(known)
+        if unknown:
+            raise InvalidRequest(f"Unknown broker ids in assignment: {sorted(unknown)}")
+
+
+def check_consecutive(assignments: Mapping[int, Sequence[int]]) -> None:
+    if sorted(assignments) != list(range(len(assignments))):
+        raise InvalidPartitions("Partitions should be consecutive, starting from 0")
+
+
+def check_collision(name: str, existing: Iterable[str]) -> None:
+    """'a.b' and 'a_b' share metric names in Kafka: one of them only."""
+    colliding = [t for t in existing if t.replace(".", "_") == name.replace(".", "_")]
+    if colliding:
+        raise InvalidTopic(
+            f"Topic '{name}' collides with existing topic: {colliding[0]}: topics with a "
+            "period ('.') or underscore ('_') could collide"
+        )
+
+
+def check_partition_growth(current: int, total: int, given: int | None) -> int:
+    """How many partitions to add; `given` is the number of explicit assignments."""
+    if total < current:
+        raise InvalidPartitions(
+            f"Topic currently has {current} partitions, which is higher than the "
+            f"requested {total}."
+        )
+    if total == current:
+        raise InvalidPartitions(f"Topic already has {current} partitions.")
+    added = total - current
+    if given is not None and given != added:
+        raise InvalidRequest(
+            f"Increasing the number of partitions by {added} but {given} "
+            "assignments provided."
+        )
+    return added

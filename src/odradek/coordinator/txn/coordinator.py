@@ -1,0 +1,563 @@
+"""The transaction coordinator: which transactional ids this broker coordinates, and how.
+
+A transactional id belongs to one partition of `__transaction_state`,
+`abs(javaHashCode(id)) % transaction.state.log.num.partitions`, and is coordinated by
+that partition's leader. Every change of an id's state is a record there (Kafka's
+schemas, protocol/txn_records.py), written before it takes effect; a new leader
+replays the partition and finishes the commits and aborts it finds prepared.
+
+Ending a transaction, as Kafka does it: the decision (PrepareCommit / PrepareAbort) is
+written first, then a marker goes to every partition of the transaction, then the
+outcome (CompleteCommit / CompleteAbort). The decision is durable once written: a
+partition that cannot take its marker yet is retried until it does (or is deleted),
+and a coordinator that restarts resends the markers of a prepared transaction.
+
+Fencing: InitProducerId for an id whose transaction is open bumps the epoch and
+aborts that transaction with the new epoch, so the markers carry it into every
+partition and the old producer's later writes fail there (INVALID_PRODUCER_EPOCH) and
+here (PRODUCER_FENCED). A transaction open past its `transaction.timeout.ms` is fenced
+and aborted the same way by a periodic scan.
+
+The broker reaches us through `TxnLog` (the `__transaction_state` partitions) and
+`MarkerWriter` (the partitions' leaders: with one broker, the local replica manager;
+in a cluster, WriteTxnMarkers). Nothing here knows of sockets.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from odradek.coordinator.group.coordinator import partition_for
+from odradek.coordinator.txn.loader import replay
+from odradek.coordinator.txn.metadata import (
+    EXPIRABLE,
+    NO_PRODUCER_EPOCH,
+    PREPARED,
+    TopicPartition,
+    TransactionMetadata,
+    TxnState,
+    TxnTransit,
+    is_epoch_exhausted,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.txn_records import encode_key, encode_value
+
+log = logging.getLogger(__name__)
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+_RETRY_MIN_S, _RETRY_MAX_S = 0.05, 5.0
+
+
+class TxnLog(Protocol):
+    """The `__transaction_state` partitions, as the broker offers them."""
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """Append as the leader; returns once committed (raises KafkaError)."""
+
+    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """(whole record batches from `offset`, the high watermark)."""
+
+    def log_start_offset(self, partition: int) -> int: ...
+
+    def coordinator_epoch(self, partition: int) -> int:
+        """The partition's leader epoch: markers carry it."""
+
+
+class MarkerWriter(Protocol):
+    async def write_markers(self, producer_id: int, producer_epoch: int,
+                            coordinator_epoch: int, commit: bool,
+                            partitions: Iterable[TopicPartition]
+                            ) -> dict[TopicPartition, ErrorCode]:
+        """Write one marker per partition; the error of each (NONE when written)."""
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    """The broker settings the coordinator reads, by Kafka's names."""
+
+    partitions: int = 50
+    max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 604_800_000
+    abort_interval_ms: int = 10_000
+    expiration_interval_ms: int = 3_600_000
+
+    @classmethod
+    def from_broker(cls, values: dict[str, Any]) -> TxnConfig:
+        return cls(
+            partitions=int(values["transaction.state.log.num.partitions"]),
+            max_timeout_ms=int(values["transaction.max.timeout.ms"]),
+            id_expiration_ms=int(values["transactional.id.expiration.ms"]),
+            abort_interval_ms=int(
+                values["transaction.abort.timed.out.transaction.cleanup.interval.ms"]),
+            expiration_interval_ms=int(
+                values["transaction.remove.expired.transaction.cleanup.interval.ms"]),
+        )
+
+
+# Markers that failed with these are retried; any other error ends the partition's part.
+_RETRIABLE_MARKER_ERRORS = frozenset({
+    ErrorCode.not_leader_or_follower, ErrorCode.not_enough_replicas,
+    ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out,
+    ErrorCode.kafka_storage_error, ErrorCode.leader_not_available,
+    ErrorCode.coordinator_load_in_progress,
+})
+
+
+def _append_error(e: KafkaError) -> ErrorCode:
+    """What a failed write to `__transaction_state` tells the client (as Kafka maps it)."""
+    code = e.code
+    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
+        return ErrorCode.coordinator_not_available
+    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
+        return ErrorCode.not_coordinator
+    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
+        return ErrorCode.unknown_server_error
+    return code
+
+
+def _state_of(md: TransactionMetadata) -> TxnState:
+    """The state now (after an await, not what an earlier check narrowed it to)."""
+    return md.state
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig, txn_log: TxnLog, markers: MarkerWriter,
+                 allocate_producer_id: Callable[[], int],
+                 clock: Callable[[], int] = now_ms) -> None:
+        self.config = config
+        self.log = txn_log
+        self.markers = markers
+        self.allocate_producer_id = allocate_producer_id
+        self.clock = clock
+        self.txns: dict[str, TransactionMetadata] = {}
+        self.led: set[int] = set()
+        self.loading: set[int] = set()
+        self._completing: set[str] = set()  # ids whose markers are being (re)sent
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    # ---- runtime ---------------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("transaction coordinator task failed", exc_info=task.exception())
+
+    def start(self) -> None:
+        self.spawn(self._every(self.config.abort_interval_ms, self.abort_timed_out))
+        self.spawn(self._every(self.config.expiration_interval_ms,
+                               self.expire_transactional_ids))
+
+    def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    async def _every(self, interval_ms: int,
+                     fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await fn()
+            except Exception:
+                log.exception("%s failed", getattr(fn, "__name__", fn))
+
+    # ---- partitions --------------------------------------------------------------------
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.partitions)
+
+    def on_elected(self, partitions: Iterable[int]) -> None:
+        """This broker leads these `__transaction_state` partitions now: load them."""
+        for p in partitions:
+            if p in self.led:
+                continue
+            self.led.add(p)
+            self.loading.add(p)
+            self.spawn(self._load(p))
+
+    def on_resigned(self, partitions: Iterable[int]) -> None:
+        gone = set(partitions)
+        self.led -= gone
+        self.loading -= gone
+        for tid in [t for t in self.txns if self.partition_for(t) in gone]:
+            del self.txns[tid]
+
+    async def _load(self, partition: int) -> None:
+        try:
+            loaded = await replay(self.log, partition)
+        except Exception:
+            log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
+            self.loading.discard(partition)
+            self.led.discard(partition)
+            return
+        if partition not in self.led:
+            return
+        self.txns.update(loaded)
+        self.loading.discard(partition)
+        if loaded:
+            log.info("loaded %d transactional ids from %s-%d", len(loaded),
+                     TRANSACTION_STATE_TOPIC, partition)
+        for md in loaded.values():
+            if md.state in PREPARED:
+                # decided before the restart: the markers may not all have been written
+                self.spawn(self._complete_in_background(md))
+
+    def _get(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's state, after checking this broker coordinates it (raises KafkaError)."""
+        partition = self.partition_for(transactional_id)
+        if partition not in self.led:
+            raise KafkaError(f"not the coordinator of {transactional_id}",
+                             ErrorCode.not_coordinator)
+        if partition in self.loading:
+            raise KafkaError(f"{transactional_id} is loading",
+                             ErrorCode.coordinator_load_in_progress)
+        return self.txns.get(transactional_id)
+
+    async def _write(self, md: TransactionMetadata, transit: TxnTransit) -> ErrorCode:
+        """Write a prepared change; apply it if the log took it."""
+        partition = self.partition_for(md.transactional_id)
+        value = None if transit.state == TxnState.DEAD else encode_value(transit.log_value())
+        try:
+            await self.log.append(partition, encode_key(md.transactional_id), value)
+        except KafkaError as e:
+            md.cancel()
+            log.warning("writing %s of %s failed: %s", transit.state.kafka_name,
+                        md.transactional_id, e)
+            return _append_error(e)
+        except Exception:
+            # whatever went wrong, the id must not stay pending: that would wedge it
+            md.cancel()
+            log.exception("writing %s of %s failed", transit.state.kafka_name,
+                          md.transactional_id)
+            return ErrorCode.unknown_server_error
+        if partition not in self.led:
+            md.cancel()
+            return ErrorCode.not_coordinator
+        md.complete(transit)
+        return ErrorCode.none
+
+    # ---- InitProducerId ------------------------------------------------------------------
+
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None
+                               ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch). `expected` is the producer's own (id, epoch)
+        when it asks to bump its epoch after an error (KIP-360)."""
+        fail = (ErrorCode.none, -1, -1)
+        if not transactional_id:
+            return (ErrorCode.invalid_request, *fail[1:])
+        if not 0 < timeout_ms <= self.config.max_timeout_ms:
+            return (ErrorCode.invalid_transaction_timeout, *fail[1:])
+        for attempt in range(2):
+            try:
+                md = self._get(transactional_id)
+            except KafkaError as e:
+                return (e.code, *fail[1:])
+            if md is None:
+                md = self.txns[transactional_id] = TransactionMetadata(
+                    transactional_id, self.allocate_producer_id(), NO_PRODUCER_EPOCH,
+                    timeout_ms, TxnState.EMPTY, last_update_ms=self.clock())
+            if md.pending_transition:
+                return (ErrorCode.concurrent_transactions, *fail[1:])
+            if expected is not None and not self._valid_expected(md, *expected):
+                return (ErrorCode.producer_fenced, *fail[1:])
+            if md.state in PREPARED or md.state == TxnState.DEAD:
+                return (ErrorCode.concurrent_transactions, *fail[1:])
+            if md.state == TxnState.ONGOING:
+                code = await self._fence_and_abort(md)
+                if code != ErrorCode.none:
+                    return (code, *fail[1:])
+                if attempt == 0 and _state_of(md) == TxnState.COMPLETE_ABORT:
+                    continue  # aborted already (one broker): bump now, as the retry would
+                return (ErrorCode.concurrent_transactions, *fail[1:])
+            now = self.clock()
+            if md.is_epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
+                transit: TxnTransit | ErrorCode = md.prepare_rotation(
+                    self.allocate_producer_id(), timeout_ms, now, expected is not None)
+            else:
+                transit = md.prepare_increment_epoch(
+                    timeout_ms, None if expected is None else expected[1], now)
+            if isinstance(transit, ErrorCode):
+                return (transit, *fail[1:])
+            code = await self._write(md, transit)
+            if code != ErrorCode.none:
+                return (code, *fail[1:])
+            log.info("initialized %s: producer id %d, epoch %d", transactional_id,
+                     md.producer_id, md.producer_epoch)
+            return ErrorCode.none, md.producer_id, md.producer_epoch
+        return (ErrorCode.concurrent_transactions, *fail[1:])
+
+    @staticmethod
+    def _valid_expected(md: TransactionMetadata, producer_id: int, epoch: int) -> bool:
+        # a new id; the current producer id (its epoch is checked when bumping); or a
+        # retry of a rotation whose answer the producer never got
+        return (md.producer_epoch == NO_PRODUCER_EPOCH or producer_id == md.producer_id
+                or (producer_id == md.last_producer_id and is_epoch_exhausted(epoch)))
+
+    async def _fence_and_abort(self, md: TransactionMetadata) -> ErrorCode:
+        """Bump the epoch of an id whose transaction is open and abort it with the new
+        epoch: its markers fence the old producer in every partition."""
+        fence = md.prepare_fence()
+        try:
+            return await self._end(md.transactional_id, md.producer_id, fence.producer_epoch,
+                                   commit=False, from_client=False)
+        finally:
+            if md.pending == TxnState.PREPARE_EPOCH_FENCE:
+                md.pending = None
+
+    # ---- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             partitions: set[TopicPartition]) -> ErrorCode:
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        try:
+            md = self._get(transactional_id)
+        except KafkaError as e:
+            return e.code
+        if md is None or md.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if md.producer_epoch != epoch:
+            return ErrorCode.producer_fenced
+        if md.pending_transition or md.state in PREPARED:
+            return ErrorCode.concurrent_transactions
+        if md.state == TxnState.DEAD:
+            return ErrorCode.invalid_producer_id_mapping
+        if md.state == TxnState.ONGOING and partitions <= md.partitions:
+            return ErrorCode.none
+        return await self._write(md, md.prepare_add_partitions(partitions, self.clock()))
+
+    def verify(self, transactional_id: str, producer_id: int, epoch: int,
+               tp: TopicPartition) -> ErrorCode:
+        """Is `tp` in the producer's ongoing transaction? What the partition leader asks
+        before it takes a transactional write (Kafka's AddPartitionsToTxn verify_only)."""
+        try:
+            md = self._get(transactional_id)
+        except KafkaError as e:
+            return e.code
+        if md is None or md.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        if md.producer_epoch != epoch:
+            return ErrorCode.producer_fenced
+        if md.state in PREPARED:
+            return ErrorCode.concurrent_transactions
+        if md.state != TxnState.ONGOING or tp not in md.partitions:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.none
+
+    # ---- EndTxn -------------------------------------------------------------------------
+
+    async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
+                      commit: bool) -> ErrorCode:
+        return await self._end(transactional_id, producer_id, epoch, commit, from_client=True)
+
+    async def _end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                   from_client: bool) -> ErrorCode:
+        if not transactional_id:
+            return ErrorCode.invalid_request
+        try:
+            md = self._get(transactional_id)
+        except KafkaError as e:
+            return e.code
+        if md is None or md.producer_id != producer_id:
+            return ErrorCode.invalid_producer_id_mapping
+        # a client must use the current epoch; the coordinator's own aborts use a newer one
+        if (from_client and epoch != md.producer_epoch) or epoch < md.producer_epoch:
+            return ErrorCode.producer_fenced
+        if md.pending_transition and md.pending != TxnState.PREPARE_EPOCH_FENCE:
+            return ErrorCode.concurrent_transactions
+        state = md.state
+        if state == TxnState.ONGOING:
+            fencing = not commit and md.pending == TxnState.PREPARE_EPOCH_FENCE
+            if fencing:
+                # the bumped epoch takes effect now: the PrepareAbort record carries it
+                md.pending = None
+                md.producer_epoch = epoch
+                md.last_producer_epoch = NO_PRODUCER_EPOCH
+            code = await self._write(md, md.prepare_end(commit, self.clock()))
+            if code != ErrorCode.none:
+                if fencing:
+                    md.failed_epoch_fence = True
+                return code
+            if not await self._finish(md):
+                self.spawn(self._complete_in_background(md))
+            # the decision is written: the client's part is done even if a partition
+            # takes its marker later
+            return ErrorCode.none
+        if state == TxnState.COMPLETE_COMMIT:
+            return ErrorCode.none if commit else ErrorCode.invalid_txn_state
+        if state == TxnState.COMPLETE_ABORT:
+            return ErrorCode.none if not commit else ErrorCode.invalid_txn_state
+        if state == TxnState.PREPARE_COMMIT:
+            return ErrorCode.concurrent_transactions if commit else ErrorCode.invalid_txn_state
+        if state == TxnState.PREPARE_ABORT:
+            return ErrorCode.concurrent_transactions if not commit \
+                else ErrorCode.invalid_txn_state
+        if state == TxnState.EMPTY:
+            return ErrorCode.invalid_txn_state
+        return ErrorCode.concurrent_transactions  # Dead: being expired
+
+    async def _complete(self, md: TransactionMetadata) -> bool:
+        """Markers to every partition of a prepared transaction, then its outcome.
+        True when done; False leaves it prepared for a retry."""
+        if md.state not in PREPARED:
+            return True
+        commit = md.state == TxnState.PREPARE_COMMIT
+        partition = self.partition_for(md.transactional_id)
+        if partition not in self.led:
+            return True  # the new coordinator finishes it
+        if md.partitions:
+            results = await self.markers.write_markers(
+                md.producer_id, md.producer_epoch, self.log.coordinator_epoch(partition),
+                commit, sorted(md.partitions))
+            for tp, code in results.items():
+                if code in _RETRIABLE_MARKER_ERRORS:
+                    continue
+                if code != ErrorCode.none:
+                    # the partition is gone, or has a newer epoch of this producer: a
+                    # marker can never be written there, and must not wedge the id
+                    log.warning("%s: no %s marker for %s-%d: %s", md.transactional_id,
+                                "COMMIT" if commit else "ABORT", *tp, code.name)
+                md.partitions.discard(tp)
+            if md.partitions:
+                return False
+        if md.pending_transition or md.state not in PREPARED:
+            return md.state not in PREPARED
+        code = await self._write(md, md.prepare_complete(self.clock()))
+        return code == ErrorCode.none
+
+    async def _finish(self, md: TransactionMetadata) -> bool:
+        """`_complete`, unless markers for the id are already being sent."""
+        tid = md.transactional_id
+        if tid in self._completing:
+            return False
+        self._completing.add(tid)
+        try:
+            return await self._complete(md)
+        finally:
+            self._completing.discard(tid)
+
+    async def _complete_in_background(self, md: TransactionMetadata) -> None:
+        """Resend markers with a growing backoff until the transaction completes, the
+        coordinator moves, or the id is gone."""
+        tid = md.transactional_id
+        if tid in self._completing:
+            return
+        self._completing.add(tid)
+        delay = _RETRY_MIN_S
+        try:
+            while self.txns.get(tid) is md and md.state in PREPARED:
+                if not md.pending_transition and await self._complete(md):
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _RETRY_MAX_S)
+        finally:
+            self._completing.discard(tid)
+
+    # ---- timers -----------------------------------------------------------------------
+
+    async def abort_timed_out(self, now: int | None = None) -> int:
+        """Fence and abort transactions open past their timeout; finish prepared ones
+        whose markers are still owed. Returns how many were aborted."""
+        now = self.clock() if now is None else now
+        aborted = 0
+        for md in list(self.txns.values()):
+            partition = self.partition_for(md.transactional_id)
+            if partition not in self.led or partition in self.loading or md.pending_transition:
+                continue
+            if md.state in PREPARED:
+                if md.transactional_id not in self._completing:
+                    self.spawn(self._complete_in_background(md))
+            elif md.state == TxnState.ONGOING and md.start_ms + md.timeout_ms < now:
+                log.info("aborting the transaction of %s (producer id %d, epoch %d): open "
+                         "for %d ms, its timeout is %d ms", md.transactional_id,
+                         md.producer_id, md.producer_epoch, now - md.start_ms, md.timeout_ms)
+                code = await self._fence_and_abort(md)
+                if code == ErrorCode.none:
+                    aborted += 1
+                else:
+                    log.warning("aborting %s failed: %s", md.transactional_id, code.name)
+        return aborted
+
+    async def expire_transactional_ids(self, now: int | None = None) -> int:
+        """Forget ids idle for `transactional.id.expiration.ms` (a tombstone in the log)."""
+        now = self.clock() if now is None else now
+        expired = 0
+        for md in list(self.txns.values()):
+            partition = self.partition_for(md.transactional_id)
+            if (partition not in self.led or partition in self.loading
+                    or md.pending_transition or md.state not in EXPIRABLE
+                    or md.last_update_ms + self.config.id_expiration_ms > now):
+                continue
+            if await self._write(md, md.prepare_dead()) == ErrorCode.none:
+                if self.txns.get(md.transactional_id) is md:
+                    del self.txns[md.transactional_id]
+                expired += 1
+                log.info("transactional id %s expired", md.transactional_id)
+        return expired
+
+    # ---- describing -------------------------------------------------------------------
+
+    def describe(self, transactional_id: str) -> tuple[ErrorCode, TransactionMetadata | None]:
+        if not transactional_id:
+            return ErrorCode.invalid_request, None
+        try:
+            md = self._get(transactional_id)
+        except KafkaError as e:
+            return e.code, None
+        if md is None or md.state == TxnState.DEAD:
+            return ErrorCode.transactional_id_not_found, None
+        return ErrorCode.none, md
+
+    def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),
+                          min_duration_ms: int = -1, pattern: str | None = None
+                          ) -> tuple[ErrorCode, list[str], list[TransactionMetadata]]:
+        """(error, unknown state names, the matching ids) — ListTransactions."""
+        if self.loading:
+            return ErrorCode.coordinator_load_in_progress, [], []
+        wanted: set[TxnState] = set()
+        unknown: list[str] = []
+        for name in states:
+            state = TxnState.from_kafka_name(name)
+            if state is None:
+                unknown.append(name)
+            else:
+                wanted.add(state)
+        if unknown and not wanted:
+            return ErrorCode.none, unknown, []  # nothing can match an unknown state
+        pids = set(producer_ids)
+        try:
+            regex = re.compile(pattern) if pattern else None
+        except re.error:
+            return ErrorCode.invalid_request, unknown, []
+        now = self.clock()
+        out = []
+        for md in self.txns.values():
+            if md.state == TxnState.DEAD or self.partition_for(md.transactional_id) not in self.led:
+                continue
+            if wanted and md.state not in wanted:
+                continue
+            if pids and md.producer_id not in pids:
+                continue
+            if min_duration_ms >= 0 and (md.state != TxnState.ONGOING
+                                         or now - md.start_ms < min_duration_ms):
+                continue
+            if regex is not None and not regex.fullmatch(md.transactional_id):
+                continue
+            out.append(md)
+        return ErrorCode.none, unknown, sorted(out, key=lambda m: m.transactional_id)

@@ -1,0 +1,204 @@
+"""The broker's side of the transaction coordinator: `__transaction_state` and markers.
+
+The coordinator (coordinator/txn) knows no broker; this adapter gives it
+- the `__transaction_state` partitions through the replica manager, created on the
+  first FindCoordinator for a transactional id, as Kafka does;
+- a `MarkerWriter` that appends COMMIT/ABORT markers as the partitions' leader. With
+  one broker that is a local append (`LocalMarkers`, also what WriteTxnMarkers runs);
+  a cluster would send WriteTxnMarkers to the other leaders behind the same interface.
+A marker written to a `__consumer_offsets` partition also tells the group
+coordinator, which makes the transaction's offsets visible or drops them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from odradek.coordinator.txn import (
+    TRANSACTION_STATE_TOPIC,
+    TransactionCoordinator,
+    TxnConfig,
+)
+from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExists
+from odradek.protocol.records import NewRecord, encode_batch
+from odradek.server.group_storage import OFFSETS_TOPIC
+
+if TYPE_CHECKING:
+    from odradek.server.broker import Broker
+    from odradek.server.handlers.base import RequestContext
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+Found = tuple[ErrorCode, str | None, int, str, int]  # as FindCoordinator reports it
+
+
+def fenced_code(code: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
+    """PRODUCER_FENCED (KIP-588) for clients that know it; INVALID_PRODUCER_EPOCH for
+    older request versions, as Kafka answers them."""
+    if code == ErrorCode.producer_fenced and version < first_version_with_fenced:
+        return ErrorCode.invalid_producer_epoch
+    return code
+
+
+class BrokerTxnLog:
+    """The coordinator's `TxnLog`: appends as the leader, reads up to the watermark."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+        p = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
+        # A single broker is the whole ISR: the append is committed when it returns.
+        p.append(bytearray(encode_batch([NewRecord(key=key, value=value)])))
+
+    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        p = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
+        high_watermark = p.high_watermark
+        if offset >= high_watermark:
+            return b"", high_watermark
+        return p.log.read(offset, max_bytes, max_offset=high_watermark).records, high_watermark
+
+    def log_start_offset(self, partition: int) -> int:
+        return self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition).log.log_start_offset
+
+    def coordinator_epoch(self, partition: int) -> int:
+        return self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition).leader_epoch
+
+
+class LocalMarkers:
+    """Markers appended by this broker as the leader of each partition."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+              commit: bool, tp: TopicPartition) -> ErrorCode:
+        broker = self.broker
+        try:
+            partition = broker.replicas.get(*tp)
+            partition.append_marker(producer_id=producer_id, producer_epoch=producer_epoch,
+                                    coordinator_epoch=coordinator_epoch, commit=commit)
+        except KafkaError as e:
+            return e.code
+        if tp[0] == OFFSETS_TOPIC:
+            broker.groups.complete_transaction(tp[1], producer_id, commit)
+        return ErrorCode.none
+
+    async def write_markers(self, producer_id: int, producer_epoch: int,
+                            coordinator_epoch: int, commit: bool,
+                            partitions: Iterable[TopicPartition]
+                            ) -> dict[TopicPartition, ErrorCode]:
+        return {tp: self.write(producer_id, producer_epoch, coordinator_epoch, commit, tp)
+                for tp in partitions}
+
+
+class BrokerTransactions:
+    """`broker.transactions`: the coordinator and the server's view of it."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.markers = LocalMarkers(broker)
+        self.coordinator = TransactionCoordinator(
+            TxnConfig.from_broker(broker.config.values()), BrokerTxnLog(broker), self.markers,
+            broker.controller.allocate_producer_id)
+
+    def start(self) -> None:
+        self.follow_leadership()
+        self.coordinator.start()
+
+    def stop(self) -> None:
+        self.coordinator.stop()
+
+    def ensure_topic(self) -> bool:
+        """Create `__transaction_state` if it is missing; False when that failed."""
+        broker = self.broker
+        if TRANSACTION_STATE_TOPIC in broker.controller.image.topics:
+            return True
+        config = broker.config
+        try:
+            broker.controller.create_internal_topic(
+                TRANSACTION_STATE_TOPIC,
+                int(config["transaction.state.log.num.partitions"]),
+                int(config["transaction.state.log.replication.factor"]),
+                {"cleanup.policy": "compact",
+                 "compression.type": "uncompressed",
+                 "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                 "unclean.leader.election.enable": "false"},
+            )
+        except TopicAlreadyExists:
+            return True
+        except KafkaError:
+            log.exception("could not create %s", TRANSACTION_STATE_TOPIC)
+            return False
+        return True
+
+    def follow_leadership(self) -> None:
+        """Tell the coordinator which `__transaction_state` partitions we lead now."""
+        broker = self.broker
+        info = broker.controller.image.topics.get(TRANSACTION_STATE_TOPIC)
+        led = set()
+        if info is not None:
+            led = {p.partition for p in info.partitions
+                   if p.leader == broker.node_id
+                   and (TRANSACTION_STATE_TOPIC, p.partition) in broker.replicas.partitions}
+        coordinator = self.coordinator
+        coordinator.on_resigned(coordinator.led - led)
+        coordinator.on_elected(sorted(led - coordinator.led))
+
+    # ---- what handlers/find_coordinator.py and init_producer_id.py call -------------------
+
+    def find_coordinator(self, ctx: RequestContext, key: str) -> Found:
+        if not key:
+            return ErrorCode.invalid_request, "the transactional id is empty", -1, "", -1
+        if not self.ensure_topic():
+            return (ErrorCode.coordinator_not_available,
+                    f"{TRANSACTION_STATE_TOPIC} could not be created", -1, "", -1)
+        image = self.broker.controller.image
+        partition = self.coordinator.partition_for(key)
+        info = image.topics[TRANSACTION_STATE_TOPIC].partitions[partition]
+        leader = image.brokers.get(info.leader)
+        if leader is None or leader.fenced:
+            return (ErrorCode.coordinator_not_available,
+                    f"{TRANSACTION_STATE_TOPIC}-{partition} has no leader", -1, "", -1)
+        host, port = leader.endpoint(ctx.listener)
+        return ErrorCode.none, None, leader.node_id, host, port
+
+    def init_producer_id(self, ctx: RequestContext, request: Any) -> Awaitable[Any]:
+        from odradek.server.handlers.base import build, to_ms
+
+        schema = ctx.schema
+        pid = getattr(request, "producer_id", -1)
+        epoch = getattr(request, "producer_epoch", -1)
+
+        async def run() -> Any:
+            if (pid < 0) != (epoch < 0):
+                code, new_pid, new_epoch = ErrorCode.invalid_request, -1, -1
+            else:
+                code, new_pid, new_epoch = await self.coordinator.init_producer_id(
+                    request.transactional_id, to_ms(request.transaction_timeout),
+                    None if pid < 0 else (pid, epoch))
+            return build(schema.InitProducerIdResponse,
+                         error_code=fenced_code(code, ctx.version, 4),
+                         producer_id=new_pid, producer_epoch=new_epoch)
+
+        return run()
+
+    def verify_produce(self, transactional_id: str | None, producer_id: int, epoch: int,
+                       tp: TopicPartition) -> ErrorCode:
+        """May this transactional batch be appended? The partition must be in the
+        producer's ongoing transaction. Errors as Kafka's produce path reports them:
+        a fenced producer gets INVALID_PRODUCER_EPOCH, a coordinator that is busy a
+        retriable NOT_ENOUGH_REPLICAS."""
+        if transactional_id is None:
+            return ErrorCode.invalid_txn_state
+        code = self.coordinator.verify(transactional_id, producer_id, epoch, tp)
+        if code == ErrorCode.producer_fenced:
+            return ErrorCode.invalid_producer_epoch
+        if code in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
+                    ErrorCode.coordinator_load_in_progress, ErrorCode.concurrent_transactions):
+            return ErrorCode.not_enough_replicas
+        return code
