@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,7 @@ from odradek.replication.purgatory import DelayedFetch
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
+    from odradek.cluster.metadata import MetadataImage, PartitionInfo
     from odradek.storage.log import AppendInfo, Log
     from odradek.storage.manager import LogManager
 
@@ -96,10 +97,35 @@ class PartitionRead:
     aborted: list[tuple[int, int]] | None = None
 
 
+AlterIsr = Callable[[str, int, int, int, tuple[int, ...]], Awaitable["PartitionInfo | None"]]
+"""(topic, partition, leader epoch, partition epoch, new ISR) -> the new state, or None
+when the write lost to a newer one (the controller moved the partition): a leader's
+conditional ISR change, as Kafka's ZooKeeper-mode leaders write the partition state."""
+
+
 class ReplicaManager:
-    def __init__(self, logs: LogManager) -> None:
+    def __init__(self, logs: LogManager, node_id: int = 0) -> None:
         self.logs = logs
+        self.node_id = node_id
         self.partitions: dict[tuple[str, int], Partition] = {}
+        # set by the broker when the metadata lives in ZooKeeper; a single broker with
+        # the embedded store has no followers, so no ISR ever changes
+        self.alter_isr: AlterIsr | None = None
+
+    def apply_leadership(self, image: MetadataImage) -> None:
+        """Follow the image's leaders, epochs and ISRs.
+
+        The broker calls this on its event loop after every metadata change, once the
+        log and the Partition of every replica it hosts exist.
+        """
+        for topic in image.topics.values():
+            for info in topic.partitions:
+                p = self.partitions.get((topic.name, info.partition))
+                if p is not None:
+                    p.leader_epoch = info.leader_epoch
+
+    async def shutdown(self) -> None:
+        """Stop what runs in the background (replica fetchers) before the logs close."""
 
     def get(self, topic: str, index: int) -> Partition:
         p = self.partitions.get((topic, index))

@@ -95,8 +95,9 @@ class Broker:
             broker_defaults=self.config.values,
         )
         self._apply_dynamic_broker_configs(self.controller.image)
-        self.replicas = ReplicaManager(self.logs)
+        self.replicas = ReplicaManager(self.logs, self.node_id)
         self._reconcile()
+        self.replicas.apply_leadership(self.controller.image)
         self.groups = create_group_coordinator(self)
         follow_leadership(self)  # loads the groups of the offsets partitions we lead
         self.groups.start()
@@ -138,6 +139,8 @@ class Broker:
         await asyncio.sleep(0)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
+        if hasattr(self, "replicas"):
+            await self.replicas.shutdown()
         # In a thread: a cleaner thread may be waiting for the loop to swap a segment in.
         await asyncio.get_running_loop().run_in_executor(None, self.logs.stop_cleaner)
         self.logs.shutdown()
@@ -286,6 +289,7 @@ class Broker:
             self._apply_dynamic_broker_configs(new)
             for p in self.replicas.partitions.values():
                 p.log.update_config(self.log_config_for(p.topic))
+        self.replicas.apply_leadership(new)
 
     def _apply_dynamic_broker_configs(self, image: MetadataImage) -> None:
         parsed = {}
