@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+JS := tests/clients/kafkajs
+JS_STAMP := $(JS)/node_modules/.installed
 
 .PHONY: run test lint bench bench-smoke clean
 
@@ -12,11 +14,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test,pipeline]'
 	touch $(STAMP)
 
+# KafkaJS for its compatibility tests; npm comes with install-system-deps
+$(JS_STAMP): $(JS)/package-lock.json
+	npm ci --prefix $(JS) --no-audit --no-fund --loglevel=error
+	touch $(JS_STAMP)
+
 run: $(STAMP)
 	$(BIN)/odradek up
 
 test: $(STAMP)
 	./scripts/install-system-deps
+	$(MAKE) --no-print-directory $(JS_STAMP)
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
