@@ -24,9 +24,7 @@ from odradek.cluster.metadata import (
 )
 from odradek.cluster.store import MetadataStore
 from odradek.protocol.errors import (
-    InvalidPartitions,
     InvalidReplicationFactor,
-    InvalidRequest,
     TopicAlreadyExists,
     TopicDeletionDisabled,
     UnknownTopicOrPartition,
@@ -115,26 +113,9 @@ class Controller:
         if name in self.image.topics:
             raise TopicAlreadyExists(f"Topic '{name}' already exists.")
         clean = self.validate_topic_configs(configs or {})
-        defaults = self._broker_defaults()
-        if assignments:
-            if num_partitions != -1 or replication_factor != -1:
-                raise InvalidRequest(
-                    "Both numPartitions or replicationFactor and replicasAssignments were set."
-                )
-            rules.check_consecutive(assignments)
-            replica_lists = [tuple(assignments[p]) for p in range(len(assignments))]
-            self._check_assignment(replica_lists, len(replica_lists[0]))
-        else:
-            if num_partitions == -1:
-                num_partitions = int(defaults.get("num.partitions", 1))
-            if replication_factor == -1:
-                replication_factor = int(defaults.get("default.replication.factor", 1))
-                replication_factor = min(replication_factor, len(self._live_brokers()))
-            if num_partitions <= 0:
-                raise InvalidPartitions("Number of partitions must be larger than 0.")
-            if replication_factor <= 0:
-                raise InvalidReplicationFactor("Replication factor must be larger than 0.")
-            replica_lists = self._assign(0, num_partitions, replication_factor)
+        replica_lists = rules.new_topic_replicas(
+            assignments, num_partitions, replication_factor, self._broker_defaults(),
+            self._live_brokers(), lambda n, rf: self._assign(0, n, rf), cap_default_rf=True)
         topic = TopicInfo(
             name=name,
             topic_id=new_topic_id(),

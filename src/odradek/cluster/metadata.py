@@ -74,8 +74,12 @@ class PartitionInfo:
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
-    partition_epoch: int = 0
+    partition_epoch: int = 0  # with ZooKeeper: the state znode's version (Kafka's zkVersion)
     offline_replicas: tuple[int, ...] = ()
+    # an ongoing reassignment: replicas being added / removed (they are in `replicas`)
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    controller_epoch: int = 0  # of the controller that last wrote the state
 
 
 @dataclass(frozen=True)

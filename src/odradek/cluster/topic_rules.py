@@ -6,12 +6,13 @@ the same requests with the same Kafka errors and messages.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 
 from odradek.configdef import ConfigError
 from odradek.protocol.errors import (
     InvalidConfig,
     InvalidPartitions,
+    InvalidReplicationFactor,
     InvalidRequest,
     InvalidTopic,
 )
@@ -77,3 +78,37 @@ def check_partition_growth(current: int, total: int, given: int | None) -> int:
             "assignments provided."
         )
     return added
+
+
+def new_topic_replicas(
+    assignments: Mapping[int, Sequence[int]] | None,
+    num_partitions: int,
+    replication_factor: int,
+    defaults: Mapping[str, object],
+    known: Collection[int],
+    assign: Callable[[int, int], list[tuple[int, ...]]],
+    cap_default_rf: bool = False,
+) -> list[tuple[int, ...]]:
+    """A CreateTopics request's replica lists: the explicit assignment, validated, or
+    `assign(partitions, rf)` with -1 meaning the broker defaults. `cap_default_rf` caps a
+    defaulted replication factor at the known brokers (the embedded single broker)."""
+    if assignments:
+        if num_partitions != -1 or replication_factor != -1:
+            raise InvalidRequest(
+                "Both numPartitions or replicationFactor and replicasAssignments were set."
+            )
+        check_consecutive(assignments)
+        replica_lists = [tuple(assignments[p]) for p in range(len(assignments))]
+        check_assignment(replica_lists, len(replica_lists[0]), known)
+        return replica_lists
+    if num_partitions == -1:
+        num_partitions = int(str(defaults.get("num.partitions", 1)))
+    if replication_factor == -1:
+        replication_factor = int(str(defaults.get("default.replication.factor", 1)))
+        if cap_default_rf:
+            replication_factor = min(replication_factor, len(known))
+    if num_partitions <= 0:
+        raise InvalidPartitions("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactor("Replication factor must be larger than 0.")
+    return assign(num_partitions, replication_factor)

@@ -1,0 +1,574 @@
+"""A broker's metadata in a ZooKeeper cluster: the image it keeps from the znodes it watches,
+its registration, and the Controller interface the handlers use, done by writing znodes.
+
+How the image stays current: every znode the image is made of is read with a watch
+(brokers, topics, partition states, configs, /controller). A watch fires on kazoo's
+thread and only marks the path dirty on the event loop; a refresher task re-reads the
+dirty paths (pipelined, nothing blocks the loop), in rounds until what they lead to
+is read too (a new topic → its partition states), then publishes one new image and
+tells the listeners what changed. A connection loss drops every watch (kazoo), so a
+reconnect re-reads everything.
+
+Admin operations (create a topic, change configs, …) run on the event loop: they write
+ZooKeeper synchronously (a few ms, bounded), then read back what they wrote, so the
+image shows the change when they return. What the controller does in answer (leaders
+for a new topic, deleting one) arrives later through the watches; `settle()` waits
+for it, bounded, as Kafka's CreateTopics and DeleteTopics wait in their purgatory.
+
+Fencing: kazoo reports SUSPENDED when the connection drops but never LOST while it
+cannot reach a server, so the store runs its own timer: suspended for longer than the
+session timeout — or told the session expired — the broker is `fenced` and must stop
+acting as a leader, because the controller has (or will have) moved its leaderships
+elsewhere. A new session re-registers the broker and re-reads everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.protocol.states import EventType, WatchedEvent
+
+from odradek.cluster import topic_rules as rules
+from odradek.cluster import zk_admin
+from odradek.cluster import zk_data as zd
+from odradek.cluster.controller import Listener
+from odradek.cluster.metadata import (
+    BrokerInfo,
+    MetadataImage,
+    PartitionInfo,
+    TopicInfo,
+    kafka_to_uuid,
+)
+from odradek.cluster.zk_client import ZkError, ZkSession
+from odradek.cluster.zk_controller import ZkController
+from odradek.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    TopicAlreadyExists,
+    UnknownTopicOrPartition,
+)
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
+_ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS)
+
+
+class ZkMetadataStore:
+    def __init__(
+        self,
+        session: ZkSession,
+        *,
+        local_broker: BrokerInfo,
+        broker_defaults: Callable[[], Mapping[str, Any]],
+    ) -> None:
+        self.session = session
+        self.local_broker = local_broker
+        self.node_id = local_broker.node_id
+        self._broker_defaults = broker_defaults
+        self._listeners: list[Listener] = []
+        self.image = MetadataImage(cluster_id="", controller_id=-1, brokers={}, topics={})
+        # the znodes as last read
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._topics: dict[str, zd.TopicAssignment] = {}
+        self._states: dict[TopicPartition, zd.LeaderAndIsr] = {}
+        self._topic_configs: dict[str, dict[str, str]] = {}
+        self._broker_configs: dict[str, str] = {}
+        self._controller_id = -1
+        self._deleting: set[str] = set()
+        # refreshing
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pending: set[str] = set()
+        self._full = False
+        self._refresher: asyncio.Task[None] | None = None
+        self._generation = 0  # bumped by synchronous read-backs: in-flight reads are stale
+        self._published = asyncio.Event()
+        # producer ids: the block this broker claimed
+        self._pid_next = 0
+        self._pid_end = 0
+        # fencing
+        self.fenced = False
+        self._fence_timer: asyncio.TimerHandle | None = None
+        self._registered = False
+        self._stopping = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.controller: ZkController | None = None  # every broker runs one; one is active
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    async def start(self, proposed_cluster_id: str) -> None:
+        """Create the top-level znodes, learn the cluster id and read the whole image."""
+        self._loop = asyncio.get_running_loop()
+        self._published = asyncio.Event()
+        loop = self._loop
+        await loop.run_in_executor(None, self.session.create_top_level_paths)
+        cluster_id = await loop.run_in_executor(None, self.session.cluster_id,
+                                                proposed_cluster_id)
+        self.image = replace(self.image, cluster_id=cluster_id)
+
+        def on_state(event: str) -> None:
+            loop.call_soon_threadsafe(self._on_session, event)
+
+        self.session.add_state_listener(on_state)
+        await self.refresh_all()
+
+    async def refresh_all(self) -> None:
+        self._full = True
+        self._mark(*_ROOTS, zd.broker_config_path())
+        await self._wait_refreshed()
+
+    async def _wait_refreshed(self) -> None:
+        while self._refresher is not None and not self._refresher.done():
+            await asyncio.shield(self._refresher)
+
+    async def register(self) -> None:
+        """Register /brokers/ids/<id> (ephemeral). A registration left by our previous
+        life (killed before its session expired) is waited out, up to the session
+        timeout and a margin; a live broker with our id is a configuration error."""
+        path = zd.broker_path(self.node_id)
+        data = zd.encode_broker(self.local_broker)
+        deadline = time.monotonic() + self.session.session_timeout_ms / 1000 * 1.5 + 5
+        announced = False
+        while True:
+            try:
+                self.session.create(path, data, ephemeral=True, makepath=True)
+                break
+            except NodeExistsError:
+                found = self.session.get(path)
+                if found is not None and found[1].ephemeralOwner == self.session.session_id:
+                    break
+                if time.monotonic() > deadline:
+                    raise ZkError(f"broker id {self.node_id} is registered by another live "
+                                  "broker: give each broker its own node.id") from None
+                if not announced:
+                    log.info("waiting for the old registration of broker %d to expire",
+                             self.node_id)
+                    announced = True
+                await asyncio.sleep(0.2)
+        self._registered = True
+        log.info("registered broker %d at %s", self.node_id, path)
+        self._refresh_now([zd.BROKER_IDS, path])
+
+    def start_controller(self) -> None:
+        """Stand for election as the cluster's controller (after registering)."""
+        self.controller = ZkController(self.session, self.node_id, self._broker_defaults)
+        self.controller.start()
+
+    def stop(self) -> None:
+        """Stop watching and resign; the session (and with it our ephemeral znodes) is
+        the caller's to close."""
+        self._stopping = True
+        if self.controller is not None:
+            self.controller.stop()
+        if self._fence_timer is not None:
+            self._fence_timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._refresher is not None:
+            self._refresher.cancel()
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    # ---- session and fencing -------------------------------------------------------------
+
+    def _on_session(self, event: str) -> None:
+        if self._stopping:
+            return
+        if event == "suspended":
+            if self._fence_timer is None:
+                timeout = self.session.session_timeout_ms / 1000
+                self._fence_timer = asyncio.get_running_loop().call_later(
+                    timeout, self._fence_if_still_suspended)
+        elif event == "expired":
+            self._set_fenced(True, "the ZooKeeper session expired")
+        elif event in ("connected", "new-session"):
+            if self._fence_timer is not None:
+                self._fence_timer.cancel()
+                self._fence_timer = None
+            if event == "new-session":
+                self._set_fenced(True, "the ZooKeeper session expired")
+                self._spawn(self._rejoin())
+            else:
+                self._set_fenced(False, "reconnected to ZooKeeper")
+                self._spawn(self.refresh_all())
+
+    def _fence_if_still_suspended(self) -> None:
+        self._fence_timer = None
+        if self.session.suspended_for() >= self.session.session_timeout_ms / 1000:
+            self._set_fenced(True, f"no ZooKeeper for {self.session.session_timeout_ms} ms")
+
+    async def _rejoin(self) -> None:
+        """A new session: our registration is gone; register again and re-read."""
+        self._registered = False
+        while not self._stopping:
+            try:
+                await self.refresh_all()
+                await self.register()
+                self._set_fenced(False, "registered again in a new ZooKeeper session")
+                return
+            except (ZkError, KafkaError) as e:
+                log.warning("could not register again yet: %s", e)
+                await asyncio.sleep(0.5)
+
+    def _set_fenced(self, fenced: bool, why: str) -> None:
+        if fenced == self.fenced:
+            return
+        self.fenced = fenced
+        if fenced:
+            log.warning("broker %d fenced: %s; it stops leading partitions", self.node_id, why)
+        else:
+            log.info("broker %d unfenced: %s", self.node_id, why)
+        for listener in list(self._listeners):
+            listener("session", self.image, self.image, "")
+
+    def _spawn(self, coro: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- watches and refreshing ------------------------------------------------------------
+
+    def _on_watch(self, event: WatchedEvent) -> None:
+        """kazoo's callback thread: hand the path to the loop."""
+        if event.type == EventType.NONE or event.path is None or self._loop is None:
+            return  # the connection dropped: everything is re-read on reconnect
+        with contextlib.suppress(RuntimeError):  # the loop is closed: we are stopping
+            self._loop.call_soon_threadsafe(self._mark, event.path)
+
+    def _mark(self, *paths: str) -> None:
+        self._pending.update(paths)
+        if self._refresher is None or self._refresher.done():
+            self._refresher = asyncio.ensure_future(self._refresh())
+
+    async def _refresh(self) -> None:
+        while self._pending and not self._stopping:
+            batch, self._pending = self._pending, set()
+            generation = self._generation
+            try:
+                results = await asyncio.gather(*(self._read_async(p) for p in batch))
+            except ZkError as e:
+                log.info("ZooKeeper read failed (%s); will re-read after reconnecting", e)
+                self._pending |= batch
+                return
+            if generation != self._generation:
+                self._pending |= batch  # a synchronous read-back overtook us: read again
+                continue
+            for path, result in zip(batch, results, strict=True):
+                self._pending |= self._apply(path, result)
+            if not self._pending:
+                self._full = False
+                self._publish()
+
+    async def _read_async(self, path: str) -> ReadResult:
+        assert self._loop is not None
+        zk, loop, watch = self.session, self._loop, self._on_watch
+        try:
+            if _is_children_path(path):
+                names = await zk.run_async(zk.client.get_children_async(path, watch=watch), loop)
+                return "children", list(names), None
+            data, stat = await zk.run_async(zk.client.get_async(path, watch=watch), loop)
+            return "data", bytes(data or b""), stat
+        except NoNodeError:
+            stat = await zk.run_async(zk.client.exists_async(path, watch=watch), loop)
+            if stat is not None:
+                return await self._read_async(path)  # created in between
+            return "none", None, None
+        except Exception as e:
+            if isinstance(e, KafkaError):
+                raise
+            raise ZkError(str(e)) from e
+
+    def _read_sync(self, path: str) -> ReadResult:
+        if _is_children_path(path):
+            return "children", self.session.children(path, watch=self._on_watch), None
+        found = self.session.get(path, watch=self._on_watch)
+        if found is None:
+            return "none", None, None
+        return "data", found[0], found[1]
+
+    def _refresh_now(self, paths: Iterable[str]) -> None:
+        """Read `paths` back synchronously and publish; what they lead to (a new topic's
+        partition states) is left to the refresher."""
+        self._generation += 1
+        follow: set[str] = set()
+        for path in paths:
+            follow |= self._apply(path, self._read_sync(path))
+        self._publish()
+        if follow:
+            self._mark(*follow)
+
+    def _apply(self, path: str, result: ReadResult) -> set[str]:
+        """Put one read into the cache; returns the paths it leads to."""
+        kind, value, stat = result
+        parts = path.strip("/").split("/")
+        follow: set[str] = set()
+        if path == zd.BROKER_IDS:
+            ids = {int(n) for n in value or () if n.isdigit()}
+            for gone in set(self._brokers) - ids:
+                del self._brokers[gone]
+            wanted_ids = ids if self._full else ids - set(self._brokers)
+            follow |= {zd.broker_path(i) for i in wanted_ids}
+        elif path.startswith(zd.BROKER_IDS + "/"):
+            node_id = int(parts[2])
+            if kind == "data":
+                self._brokers[node_id] = zd.decode_broker(node_id, value)
+            else:
+                self._brokers.pop(node_id, None)
+        elif path == zd.TOPICS:
+            names = set(value or ())
+            for gone_topic in set(self._topics) - names:
+                self._forget_topic(gone_topic)
+            wanted = names if self._full else names - set(self._topics)
+            for name in wanted:
+                follow |= {zd.topic_path(name), zd.topic_config_path(name)}
+        elif len(parts) == 3 and path.startswith(zd.TOPICS + "/"):
+            topic = parts[2]
+            if kind != "data":
+                self._forget_topic(topic)
+            else:
+                assignment = zd.decode_topic(value)
+                self._topics[topic] = assignment
+                follow |= {zd.partition_state_path(topic, p) for p in assignment.partitions}
+        elif len(parts) == 6 and parts[5] == "state":
+            tp = (parts[2], int(parts[4]))
+            if kind == "data":
+                self._states[tp] = zd.decode_state(value, stat.version)
+            else:
+                self._states.pop(tp, None)
+        elif path.startswith(zd.CONFIG_TOPICS + "/"):
+            if kind == "data":
+                self._topic_configs[parts[2]] = zd.decode_config(value)
+            else:
+                self._topic_configs.pop(parts[2], None)
+        elif path == zd.broker_config_path():
+            self._broker_configs = zd.decode_config(value) if kind == "data" else {}
+        elif path == zd.CONTROLLER:
+            self._controller_id = zd.decode_controller(value) if kind == "data" else -1
+        elif path == zd.DELETE_TOPICS:
+            self._deleting = set(value or ())
+        return follow
+
+    def _forget_topic(self, name: str) -> None:
+        self._topics.pop(name, None)
+        self._topic_configs.pop(name, None)
+        for tp in [tp for tp in self._states if tp[0] == name]:
+            del self._states[tp]
+
+    # ---- the image ---------------------------------------------------------------------------
+
+    def _build(self) -> MetadataImage:
+        live = dict(sorted(self._brokers.items()))
+        topics: dict[str, TopicInfo] = {}
+        for name, assignment in sorted(self._topics.items()):
+            if assignment.topic_id is None:
+                continue  # written by an old tool; the controller gives it an id
+            parts = []
+            for p, replicas in sorted(assignment.partitions.items()):
+                state = self._states.get((name, p))
+                leader = state.leader if state is not None and state.leader in live else -1
+                parts.append(PartitionInfo(
+                    partition=p,
+                    leader=leader,
+                    leader_epoch=state.leader_epoch if state is not None else 0,
+                    replicas=replicas,
+                    isr=state.isr if state is not None else (),
+                    partition_epoch=state.zk_version if state is not None else -1,
+                    offline_replicas=tuple(r for r in replicas if r not in live),
+                    adding_replicas=assignment.adding.get(p, ()),
+                    removing_replicas=assignment.removing.get(p, ()),
+                    controller_epoch=state.controller_epoch if state is not None else 0,
+                ))
+            topics[name] = TopicInfo(name, kafka_to_uuid(assignment.topic_id), tuple(parts),
+                                     dict(self._topic_configs.get(name, {})))
+        return MetadataImage(
+            cluster_id=self.image.cluster_id,
+            controller_id=self._controller_id if self._controller_id in live else -1,
+            brokers=live,
+            topics=topics,
+            broker_configs=dict(self._broker_configs),
+        )
+
+    def _publish(self) -> None:
+        old, new = self.image, self._build()
+        events = diff_events(old, new)
+        self.image = new
+        self._published.set()
+        self._published = asyncio.Event()
+        for event, topic in events:
+            for listener in list(self._listeners):
+                try:
+                    listener(event, old, new, topic)
+                except Exception:
+                    log.exception("metadata listener failed on %s %s", event, topic)
+
+    async def settle(self, created: Sequence[str] = (), deleted: Sequence[str] = (),
+                     timeout_s: float = 30.0) -> bool:
+        """Wait until the created topics have a leader for every partition and the deleted
+        ones are gone from the image; False at the timeout."""
+        deadline = time.monotonic() + timeout_s
+
+        def done() -> bool:
+            topics = self.image.topics
+            return all(name in topics and all(p.leader >= 0 for p in topics[name].partitions)
+                       for name in created) and not any(name in topics for name in deleted)
+
+        while not done():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._published.wait(), remaining)
+        return True
+
+    # ---- the Controller interface: admin operations through ZooKeeper -----------------------
+
+    def _zk(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a ZooKeeper operation; an unreachable ZooKeeper is a timeout to the client."""
+        try:
+            return fn(*args)
+        except ZkError as e:
+            raise KafkaError(str(e), ErrorCode.request_timed_out) from e
+
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
+        return rules.validate_topic_configs(configs)
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = -1,
+        replication_factor: int = -1,
+        assignments: Mapping[int, Sequence[int]] | None = None,
+        configs: Mapping[str, str | None] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        topic = zk_admin.plan_topic(self.image, self._deleting, name, num_partitions,
+                                    replication_factor, assignments, configs or {},
+                                    self._broker_defaults())
+        if validate_only:
+            return topic
+        self._zk(zk_admin.create_topic, self.session, topic)
+        self._zk(self._refresh_now, [zd.topic_config_path(name), zd.topic_path(name)])
+        return self.image.topics.get(name, topic)
+
+    def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                              configs: Mapping[str, str]) -> TopicInfo:
+        existing = self.image.topics.get(name)
+        if existing is not None:
+            return existing
+        live = sum(1 for b in self.image.brokers.values() if not b.fenced)
+        rf = max(1, min(replication_factor, live))
+        try:
+            return self.create_topic(name, num_partitions, rf, configs=configs)
+        except TopicAlreadyExists:
+            # another broker created it a moment ago: read it now
+            self._zk(self._refresh_now, [zd.topic_config_path(name), zd.topic_path(name)])
+            if name in self.image.topics:
+                return self.image.topics[name]
+            raise
+
+    def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
+        topic: TopicInfo = self._zk(zk_admin.delete_topic, self.session, self.image, name,
+                                    enabled)
+        self._deleting.add(name)
+        return topic
+
+    def create_partitions(self, name: str, total: int,
+                          assignments: Sequence[Sequence[int]] | None = None,
+                          validate_only: bool = False) -> TopicInfo:
+        updated: TopicInfo = self._zk(zk_admin.add_partitions, self.session, self.image, name,
+                                      total, assignments, validate_only)
+        if not validate_only:
+            self._zk(self._refresh_now, [zd.topic_path(name)])
+        return updated
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicInfo:
+        if name not in self.image.topics:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+        clean = rules.validate_topic_configs(configs)
+        self._zk(zk_admin.set_configs, self.session, "topics", name, clean)
+        self._zk(self._refresh_now, [zd.topic_config_path(name)])
+        return self.image.topics[name]
+
+    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        self._zk(zk_admin.set_configs, self.session, "brokers", zd.DEFAULT_ENTITY,
+                 dict(configs))
+        self._zk(self._refresh_now, [zd.broker_config_path()])
+
+    def allocate_producer_id(self) -> int:
+        """From a block of 1000 this broker claimed in /latest_producer_id_block."""
+        if self._pid_next >= self._pid_end:
+            first, last = self._zk(zk_admin.next_producer_id_block, self.session, self.node_id)
+            self._pid_next, self._pid_end = first, last + 1
+        pid = self._pid_next
+        self._pid_next += 1
+        return pid
+
+    # ---- reassignment and elections (for the admin APIs and tools) -----------------------
+
+    def alter_reassignments(self, moves: Mapping[TopicPartition, Sequence[int] | None]) -> None:
+        self._zk(zk_admin.request_reassignment, self.session, self.image, moves)
+
+    def list_reassignments(self) -> dict[TopicPartition, PartitionInfo]:
+        """Partitions with replicas being added or removed, or a move not started yet."""
+        out: dict[TopicPartition, PartitionInfo] = {}
+        for topic in self.image.topics.values():
+            for p in topic.partitions:
+                if p.adding_replicas or p.removing_replicas:
+                    out[(topic.name, p.partition)] = p
+        pending = self._zk(zk_admin.pending_reassignments, self.session)
+        for (name, index), target in pending.items():
+            info = self.image.topics.get(name)
+            if (name, index) in out or info is None or index >= len(info.partitions):
+                continue
+            current = info.partitions[index]
+            adding = tuple(r for r in target if r not in current.replicas)
+            removing = tuple(r for r in current.replicas if r not in target)
+            out[(name, index)] = replace(current, adding_replicas=adding,
+                                         removing_replicas=removing)
+        return out
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> None:
+        self._zk(zk_admin.request_preferred_election, self.session, set(partitions))
+
+
+def _is_children_path(path: str) -> bool:
+    return path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS)
+
+
+def diff_events(old: MetadataImage, new: MetadataImage) -> list[tuple[str, str]]:
+    """What changed, as the listeners' events: created/deleted/partitions/configs per
+    topic, partition-state (leaders, ISRs, replicas), broker-configs, brokers, controller."""
+    events: list[tuple[str, str]] = []
+    for name in old.topics:
+        if name not in new.topics:
+            events.append(("deleted", name))
+    for name, after in new.topics.items():
+        before = old.topics.get(name)
+        if before is None:
+            events.append(("created", name))
+            continue
+        if before.topic_id != after.topic_id:
+            events += [("deleted", name), ("created", name)]
+            continue
+        if len(after.partitions) > len(before.partitions):
+            events.append(("partitions", name))
+        if before.configs != after.configs:
+            events.append(("configs", name))
+        if before.partitions != after.partitions[: len(before.partitions)]:
+            events.append(("partition-state", name))
+    if old.broker_configs != new.broker_configs:
+        events.append(("broker-configs", ""))
+    if old.brokers != new.brokers:
+        events.append(("brokers", ""))
+    if old.controller_id != new.controller_id:
+        events.append(("controller", ""))
+    return events
