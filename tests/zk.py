@@ -1,125 +1,18 @@
-"""A real ZooKeeper (Debian's `zookeeper` 3.8) on a free loopback port, for tests.
-
-Started in the foreground with QuorumPeerMain, as FINDINGS.md describes (zkServer.sh
-logs nothing); ready when the `srvr` four-letter word answers with a `Mode:` line.
-One node by default; `ZooKeeperProcess.ensemble(n)` starts n nodes for clusters.
-"""
+"""A real ZooKeeper for tests: odradek.cli.local_zookeeper's process as a module fixture."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from odradek.cli.local_zookeeper import (
+    ZooKeeperProcess,
+    four_letter_word,
+    zookeeper_available,
+)
 
-ZOOKEEPER_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
-
-
-def zookeeper_available() -> bool:
-    return shutil.which("java") is not None and all(Path(j).exists() for j in ZOOKEEPER_JARS)
-
-
-def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-        s.sendall(word.encode())
-        chunks = []
-        while True:
-            data = s.recv(4096)
-            if not data:
-                break
-            chunks.append(data)
-    return b"".join(chunks).decode(errors="replace")
-
-
-class ZooKeeperProcess:
-    """One ZooKeeper node; `peers` are (my id, quorum port, election port) for ensembles."""
-
-    def __init__(self, data_dir: Path, port: int | None = None, my_id: int = 1,
-                 peers: list[tuple[int, int, int]] | None = None) -> None:
-        self.data_dir = data_dir
-        self.port = port or free_port()
-        self.my_id = my_id
-        self.peers = peers or []
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = data_dir.parent / f"zookeeper-{self.port}.log"
-
-    @property
-    def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def _write_config(self) -> Path:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        lines = [
-            "tickTime=500",
-            "initLimit=10",
-            "syncLimit=5",
-            f"dataDir={self.data_dir}",
-            f"clientPort={self.port}",
-            "clientPortAddress=127.0.0.1",
-            "admin.enableServer=false",
-            "4lw.commands.whitelist=ruok,srvr,stat,mntr",
-            "maxSessionTimeout=20000",
-        ]
-        for node_id, quorum, election in self.peers:
-            lines.append(f"server.{node_id}=127.0.0.1:{quorum}:{election}")
-        if self.peers:
-            (self.data_dir / "myid").write_text(f"{self.my_id}\n")
-        config = self.data_dir.parent / f"zoo-{self.port}.cfg"
-        config.write_text("\n".join(lines) + "\n")
-        return config
-
-    def start(self, timeout: float = 30.0, wait: bool = True) -> ZooKeeperProcess:
-        config = self._write_config()
-        log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-cp", ":".join(ZOOKEEPER_JARS),
-             "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)],
-            stdout=log, stderr=subprocess.STDOUT)
-        if wait:
-            self.wait_ready(timeout)
-        return self
-
-    def wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"zookeeper exited with {self.proc.returncode}:\n"
-                                   f"{self.logs()}")
-            try:
-                if "Mode:" in four_letter_word(self.port, "srvr", 0.5):
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"zookeeper did not start within {timeout}s:\n{self.logs()}")
-
-    def logs(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")[-5000:]
-        except FileNotFoundError:
-            return ""
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-    @staticmethod
-    def ensemble(base: Path, size: int) -> list[ZooKeeperProcess]:
-        """`size` nodes configured as one ensemble (not started)."""
-        peers = [(i + 1, free_port(), free_port()) for i in range(size)]
-        return [ZooKeeperProcess(base / f"zk{i + 1}", my_id=i + 1, peers=peers)
-                for i in range(size)]
+__all__ = ["ZooKeeperProcess", "four_letter_word", "zookeeper", "zookeeper_available"]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from odradek.cluster import topic_rules as rules
 from odradek.cluster.metadata import (
@@ -35,7 +35,39 @@ log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
 
 Listener = Callable[[str, MetadataImage, MetadataImage, str], None]
-"""(event, old image, new image, topic name) — event is created/deleted/partitions/configs."""
+"""(event, old image, new image, topic name) — event is created/deleted/partitions/configs
+(and with ZooKeeper also partition-state, brokers, controller, broker-configs, session)."""
+
+
+class MetadataController(Protocol):
+    """What the broker and its handlers call on `broker.controller`: the embedded
+    `Controller` of a single broker, or a cluster's `ZkMetadataStore`."""
+
+    image: MetadataImage
+
+    def add_listener(self, listener: Listener) -> None: ...
+
+    def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]: ...
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     assignments: Mapping[int, Sequence[int]] | None = None,
+                     configs: Mapping[str, str | None] | None = None,
+                     validate_only: bool = False) -> TopicInfo: ...
+
+    def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                              configs: Mapping[str, str]) -> TopicInfo: ...
+
+    def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo: ...
+
+    def create_partitions(self, name: str, total: int,
+                          assignments: Sequence[Sequence[int]] | None = None,
+                          validate_only: bool = False) -> TopicInfo: ...
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicInfo: ...
+
+    def set_broker_configs(self, configs: Mapping[str, str]) -> None: ...
+
+    def allocate_producer_id(self) -> int: ...
 
 
 class Controller:

@@ -77,12 +77,27 @@ class ZkSession:
 
     def start(self) -> None:
         try:
+            self._ensure_chroot()
             self.client.start(timeout=self.connection_timeout_ms / 1000)
         except Exception as e:
             self.client.stop()
             raise ZkError(f"could not connect to ZooKeeper at {self.hosts} within "
                           f"{self.connection_timeout_ms} ms: {e}") from e
         self.session_generation = 1
+
+    def _ensure_chroot(self) -> None:
+        """`host:port/odradek` names a chroot; Kafka creates it when missing, and so do we
+        (kazoo cannot create anything inside a chroot that does not exist)."""
+        servers, slash, chroot = self.hosts.partition("/")
+        if not slash or not chroot.strip("/"):
+            return
+        root = KazooClient(hosts=servers, timeout=self.session_timeout_ms / 1000)
+        root.start(timeout=self.connection_timeout_ms / 1000)
+        try:
+            root.ensure_path("/" + chroot.strip("/"))
+        finally:
+            root.stop()
+            root.close()
 
     def stop(self) -> None:
         """Close the session: ephemeral znodes (our registration, /controller) go at once."""

@@ -15,6 +15,7 @@ auto-rebalance (`auto.leader.rebalance.enable`, `leader.imbalance.*`).
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -75,6 +76,24 @@ class ZkController:
     def submit(self, *event: Any) -> None:
         self._queue.put(event)
 
+    def call(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        """Run `fn` on the controller's thread, in order with its events, if it is still
+        the active controller then (else the future fails with ControllerMoved)."""
+        done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                if not self.active:
+                    raise ControllerMoved(f"broker {self.node_id} is not the controller")
+                done.set_result(fn())
+            except BaseException as e:
+                done.set_exception(e)
+                if isinstance(e, ControllerMoved):
+                    raise
+
+        self._queue.put(("call", run))
+        return done
+
     def _run(self) -> None:
         # the tick is due by the clock, not by an idle queue: a busy controller (ISR
         # notifications every second) must still check reassignments and rebalance
@@ -134,6 +153,8 @@ class ZkController:
             self._elect()
         elif kind == "session":
             self._on_session(event[1])
+        elif kind == "call":
+            event[1]()  # says itself when we are not active
         elif not self.active:
             return
         elif kind == "brokers":
@@ -154,8 +175,6 @@ class ZkController:
             self._on_config(event[1] if kind == "topic-config" else None)
         elif kind == "tick":
             self._on_tick()
-        elif kind == "call":
-            event[1]()
 
     # ---- election --------------------------------------------------------------------------
 

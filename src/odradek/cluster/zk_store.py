@@ -44,10 +44,10 @@ from odradek.cluster.metadata import (
     MetadataImage,
     PartitionInfo,
     TopicInfo,
-    kafka_to_uuid,
 )
 from odradek.cluster.zk_client import ZkError, ZkSession
 from odradek.cluster.zk_controller import ZkController
+from odradek.cluster.zk_image import build_image, diff_events
 from odradek.protocol.errors import (
     ErrorCode,
     KafkaError,
@@ -227,6 +227,8 @@ class ZkMetadataStore:
             log.warning("broker %d fenced: %s; it stops leading partitions", self.node_id, why)
         else:
             log.info("broker %d unfenced: %s", self.node_id, why)
+        if self._loop is not None:
+            self._publish()  # our leaderships leave (or come back into) our own image
         for listener in list(self._listeners):
             listener("session", self.image, self.image, "")
 
@@ -366,36 +368,9 @@ class ZkMetadataStore:
     # ---- the image ---------------------------------------------------------------------------
 
     def _build(self) -> MetadataImage:
-        live = dict(sorted(self._brokers.items()))
-        topics: dict[str, TopicInfo] = {}
-        for name, assignment in sorted(self._topics.items()):
-            if assignment.topic_id is None:
-                continue  # written by an old tool; the controller gives it an id
-            parts = []
-            for p, replicas in sorted(assignment.partitions.items()):
-                state = self._states.get((name, p))
-                leader = state.leader if state is not None and state.leader in live else -1
-                parts.append(PartitionInfo(
-                    partition=p,
-                    leader=leader,
-                    leader_epoch=state.leader_epoch if state is not None else 0,
-                    replicas=replicas,
-                    isr=state.isr if state is not None else (),
-                    partition_epoch=state.zk_version if state is not None else -1,
-                    offline_replicas=tuple(r for r in replicas if r not in live),
-                    adding_replicas=assignment.adding.get(p, ()),
-                    removing_replicas=assignment.removing.get(p, ()),
-                    controller_epoch=state.controller_epoch if state is not None else 0,
-                ))
-            topics[name] = TopicInfo(name, kafka_to_uuid(assignment.topic_id), tuple(parts),
-                                     dict(self._topic_configs.get(name, {})))
-        return MetadataImage(
-            cluster_id=self.image.cluster_id,
-            controller_id=self._controller_id if self._controller_id in live else -1,
-            brokers=live,
-            topics=topics,
-            broker_configs=dict(self._broker_configs),
-        )
+        return build_image(self.image.cluster_id, self._brokers, self._topics, self._states,
+                           self._topic_configs, self._broker_configs, self._controller_id,
+                           fenced_node=self.node_id if self.fenced else None)
 
     def _publish(self) -> None:
         old, new = self.image, self._build()
@@ -464,10 +439,16 @@ class ZkMetadataStore:
         existing = self.image.topics.get(name)
         if existing is not None:
             return existing
+        # Kafka's rule: an internal topic is created with its full replication factor or
+        # not at all, so the coordinators wait (COORDINATOR_NOT_AVAILABLE) for brokers
         live = sum(1 for b in self.image.brokers.values() if not b.fenced)
-        rf = max(1, min(replication_factor, live))
+        if live < replication_factor:
+            raise KafkaError(
+                f"{name} needs {replication_factor} live brokers "
+                f"(offsets.topic.replication.factor / transaction.state.log.replication"
+                f".factor), {live} are alive", ErrorCode.coordinator_not_available)
         try:
-            return self.create_topic(name, num_partitions, rf, configs=configs)
+            return self.create_topic(name, num_partitions, replication_factor, configs=configs)
         except TopicAlreadyExists:
             # another broker created it a moment ago: read it now
             self._zk(self._refresh_now, [zd.topic_config_path(name), zd.topic_path(name)])
@@ -512,6 +493,44 @@ class ZkMetadataStore:
         self._pid_next += 1
         return pid
 
+    # ---- a leader's ISR change (ReplicaManager.alter_isr) ---------------------------------
+
+    async def alter_isr(self, topic: str, partition: int, leader_epoch: int,
+                        partition_epoch: int, new_isr: tuple[int, ...]) -> PartitionInfo | None:
+        """As a ZooKeeper-mode Kafka leader does: set the state znode only at the version
+        it read (`partition_epoch`) and only while the leader epoch is still its own, and
+        create an /isr_change_notification znode so the controller re-reads the state —
+        both in one transaction. None when the write lost (the controller or another
+        leader moved the partition on); the new state otherwise, also published at once
+        so an unrelated image change cannot hand the old ISR back."""
+        assert self._loop is not None
+        zk, loop, tp = self.session, self._loop, (topic, partition)
+        path = zd.partition_state_path(topic, partition)
+        try:
+            data, stat = await zk.run_async(zk.client.get_async(path), loop)
+        except NoNodeError:
+            return None
+        current = zd.decode_state(bytes(data or b""), stat.version)
+        if (stat.version != partition_epoch or current.leader_epoch != leader_epoch
+                or current.leader != self.node_id or self.fenced):
+            return None
+        new = zd.LeaderAndIsr(current.leader, leader_epoch, tuple(new_isr),
+                              current.controller_epoch)
+        tx = zk.client.transaction()
+        tx.set_data(path, zd.encode_state(new), partition_epoch)
+        tx.create(f"{zd.ISR_CHANGE_NOTIFICATION}/{zd.ISR_CHANGE_PREFIX}",
+                  zd.encode_partitions([tp]), sequence=True)
+        results = await zk.run_async(tx.commit_async(), loop)
+        if any(isinstance(r, Exception) for r in results):
+            return None  # BadVersion: the state moved on; nothing was written
+        self._states[tp] = replace(new, zk_version=results[0].version)
+        self._generation += 1  # reads in flight predate this write
+        self._publish()
+        info = self.image.topics.get(topic)
+        if info is None or partition >= len(info.partitions):
+            return None
+        return info.partitions[partition]
+
     # ---- reassignment and elections (for the admin APIs and tools) -----------------------
 
     def alter_reassignments(self, moves: Mapping[TopicPartition, Sequence[int] | None]) -> None:
@@ -542,33 +561,3 @@ class ZkMetadataStore:
 
 def _is_children_path(path: str) -> bool:
     return path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS)
-
-
-def diff_events(old: MetadataImage, new: MetadataImage) -> list[tuple[str, str]]:
-    """What changed, as the listeners' events: created/deleted/partitions/configs per
-    topic, partition-state (leaders, ISRs, replicas), broker-configs, brokers, controller."""
-    events: list[tuple[str, str]] = []
-    for name in old.topics:
-        if name not in new.topics:
-            events.append(("deleted", name))
-    for name, after in new.topics.items():
-        before = old.topics.get(name)
-        if before is None:
-            events.append(("created", name))
-            continue
-        if before.topic_id != after.topic_id:
-            events += [("deleted", name), ("created", name)]
-            continue
-        if len(after.partitions) > len(before.partitions):
-            events.append(("partitions", name))
-        if before.configs != after.configs:
-            events.append(("configs", name))
-        if before.partitions != after.partitions[: len(before.partitions)]:
-            events.append(("partition-state", name))
-    if old.broker_configs != new.broker_configs:
-        events.append(("broker-configs", ""))
-    if old.brokers != new.brokers:
-        events.append(("brokers", ""))
-    if old.controller_id != new.controller_id:
-        events.append(("controller", ""))
-    return events

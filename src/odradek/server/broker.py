@@ -3,6 +3,12 @@
 Start-up order matters: recover the logs (in threads, it can take a while), bind the
 listeners (so port 0 resolves before we advertise ourselves), load the metadata image,
 reconcile the logs on disk against it, then start serving.
+
+With `zookeeper.connect` the metadata is the cluster's, in ZooKeeper (zk_membership.py):
+the image is read before the logs load, the broker registers once its listeners are
+bound, and `broker.controller` is the ZkMetadataStore — the same calls as the embedded
+Controller, so every handler works on every broker. The broker hosts a log and a
+Partition for every replica assigned to it, leader or follower.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from odradek.cluster.controller import Controller
+from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
@@ -37,6 +43,7 @@ from odradek.storage.log_config import LogConfig
 from odradek.storage.manager import LogManager
 
 if TYPE_CHECKING:
+    from odradek.cluster.zk_store import ZkMetadataStore
     from odradek.coordinator.group import GroupCoordinator
     from odradek.server.connection import KafkaConnection
 
@@ -57,7 +64,8 @@ class Broker:
         self._stopping = False
         self._metrics_server: Any = None
         self.logs: LogManager
-        self.controller: Controller
+        self.controller: MetadataController
+        self.zk: ZkMetadataStore | None = None  # the cluster's metadata, with zookeeper.connect
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator
         self.transactions: BrokerTransactions
@@ -72,10 +80,18 @@ class Broker:
         for d in dirs:
             d.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
+        cluster_id = self._cluster_id(dirs)
+        if self.config["zookeeper.connect"]:
+            from odradek.server import zk_membership  # kazoo: only for clusters
+
+            self.zk = await zk_membership.open_store(self.config.values(), self.node_id,
+                                                     cluster_id, self.config.values)
+            self.controller = self.zk
+            cluster_id = self.zk.image.cluster_id  # /cluster/id is the cluster's
         self.logs = LogManager(
             dirs,
             node_id=self.node_id,
-            cluster_id=self._cluster_id(dirs),
+            cluster_id=cluster_id,
             config=self._config_for_dir_name,
             recovery_threads_per_dir=int(self.config["num.recovery.threads.per.data.dir"]),
             producer_id_expiration_ms=int(self.config["producer.id.expiration.ms"]),
@@ -88,14 +104,21 @@ class Broker:
                  ", ".join(str(d) for d in dirs), time.monotonic() - started)
         await self._bind()
         me = self._broker_info()
-        self.controller = Controller(
-            FileMetadataStore(dirs[0]),
-            cluster_id=self.logs.cluster_id,
-            local_broker=me,
-            broker_defaults=self.config.values,
-        )
-        self._apply_dynamic_broker_configs(self.controller.image)
         self.replicas = ReplicaManager(self.logs, self.node_id)
+        if self.zk is not None:
+            from odradek.server import zk_membership
+
+            self.replicas.alter_isr = self.zk.alter_isr
+            await zk_membership.register(self.zk, me)
+        else:
+            self.controller = Controller(
+                FileMetadataStore(dirs[0]),
+                cluster_id=self.logs.cluster_id,
+                local_broker=me,
+                broker_defaults=self.config.values,
+            )
+        # no await from here until the listener is added: no metadata change is missed
+        self._apply_dynamic_broker_configs(self.controller.image)
         self._reconcile()
         self.replicas.apply_leadership(self.controller.image)
         self.groups = create_group_coordinator(self)
@@ -137,6 +160,11 @@ class Broker:
         for server in self._servers:
             await server.wait_closed()
         await asyncio.sleep(0)
+        if self.zk is not None:
+            from odradek.server import zk_membership
+
+            # leave before closing the logs, so the others take over our partitions now
+            await zk_membership.leave(self.zk)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
         if hasattr(self, "replicas"):
@@ -221,8 +249,11 @@ class Broker:
 
     def _config_for_dir_name(self, topic: str) -> LogConfig:
         """Config for a log found on disk at start-up, before the image is loaded."""
-        store = FileMetadataStore(self.config.log_dirs[0]).load() or {}
-        topics = MetadataImage.topics_from_json(store) if store else {}
+        if self.zk is not None:
+            topics = self.zk.image.topics
+        else:
+            store = FileMetadataStore(self.config.log_dirs[0]).load() or {}
+            topics = MetadataImage.topics_from_json(store) if store else {}
         info = topics.get(topic)
         overrides = overrides_as_mapping(info.configs) if info else {}
         return LogConfig.resolve(overrides, self.config.values())
@@ -258,8 +289,24 @@ class Broker:
             if plog is None:
                 plog = self.logs.create(topic, p.partition, config,
                                         uuid_to_kafka(info.topic_id))
-            plog.high_watermark = plog.log_end_offset  # the only replica
+            if self.zk is None:
+                plog.high_watermark = plog.log_end_offset  # the only replica
             self.replicas.add(Partition(topic, p.partition, info.topic_id, plog, p.leader_epoch))
+        self.metrics.partitions.set(len(self.replicas.partitions))
+
+    def _drop_replicas_moved_away(self, topic: str) -> None:
+        """A reassignment took this broker out of the replica set: stop hosting the
+        partition and delete its log (Kafka's StopReplica with delete)."""
+        info = self.controller.image.topics.get(topic)
+        for p in self.replicas.topic_partitions(topic):
+            if (info is not None and p.index < len(info.partitions)
+                    and self.node_id in info.partitions[p.index].replicas):
+                continue
+            log.info("deleting log %s-%d: no longer a replica here", topic, p.index)
+            del self.replicas.partitions[(topic, p.index)]
+            for waiter in list(p.waiters):
+                waiter.complete()
+            self.logs.delete(topic, p.index)
         self.metrics.partitions.set(len(self.replicas.partitions))
 
     def _on_metadata_change(
@@ -267,18 +314,13 @@ class Broker:
     ) -> None:
         if event in ("created", "partitions"):
             self._open_partitions(topic)
-            if topic == "__consumer_offsets":
-                follow_leadership(self)
-            elif topic == TRANSACTION_STATE_TOPIC:
-                self.transactions.follow_leadership()
+        elif event == "partition-state":  # with ZooKeeper: leaders, ISRs, reassignments
+            self._open_partitions(topic)
+            self._drop_replicas_moved_away(topic)
         elif event == "deleted":
             for p in self.replicas.remove_topic(topic):
                 self.logs.delete(p.topic, p.index)
             self.metrics.partitions.set(len(self.replicas.partitions))
-            if topic == "__consumer_offsets":
-                follow_leadership(self)
-            elif topic == TRANSACTION_STATE_TOPIC:
-                self.transactions.follow_leadership()
         elif event == "configs":
             config = self.log_config_for(topic)
             for p in self.replicas.topic_partitions(topic):
@@ -290,6 +332,14 @@ class Broker:
             for p in self.replicas.partitions.values():
                 p.log.update_config(self.log_config_for(p.topic))
         self.replicas.apply_leadership(new)
+        # the coordinators follow the leadership of their internal partitions: a topic's
+        # events name it; brokers coming and going, or our own fencing, move any of them
+        if event in ("created", "partitions", "deleted", "partition-state", "brokers",
+                     "session"):
+            if topic in ("", "__consumer_offsets"):
+                follow_leadership(self)
+            if topic in ("", TRANSACTION_STATE_TOPIC):
+                self.transactions.follow_leadership()
 
     def _apply_dynamic_broker_configs(self, image: MetadataImage) -> None:
         parsed = {}

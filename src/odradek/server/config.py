@@ -150,7 +150,8 @@ BROKER_CONFIGS = ConfigTable(
         ConfigDef("offsets.topic.num.partitions", _T.INT, 50,
                   "Partitions of __consumer_offsets.", minimum=1, read_only=True),
         ConfigDef("offsets.topic.replication.factor", _T.INT, 1,
-                  "Replication factor of __consumer_offsets (capped at the live brokers).",
+                  "Replication factor of __consumer_offsets; with ZooKeeper, FindCoordinator "
+                  "answers COORDINATOR_NOT_AVAILABLE until this many brokers are alive.",
                   minimum=1, kafka_default=3,
                   why_different="A single embedded broker cannot hold 3 copies."),
         ConfigDef("offsets.topic.segment.bytes", _T.INT, 104_857_600,
@@ -199,7 +200,18 @@ BROKER_CONFIGS = ConfigTable(
                   "ZooKeeper ensemble for a cluster; unset runs the embedded single-broker store.",
                   read_only=True),
         ConfigDef("zookeeper.session.timeout.ms", _T.INT, 18000,
-                  "ZooKeeper session timeout.", minimum=1),
+                  "ZooKeeper session timeout: how long a killed broker keeps its partitions "
+                  "before the controller moves them.", minimum=1, read_only=True),
+        ConfigDef("zookeeper.connection.timeout.ms", _T.INT, None,
+                  "Longest wait to connect to ZooKeeper at start-up; unset means "
+                  "zookeeper.session.timeout.ms.", minimum=1, read_only=True),
+        ConfigDef("auto.leader.rebalance.enable", _T.BOOLEAN, True,
+                  "The controller moves leadership back to preferred replicas."),
+        ConfigDef("leader.imbalance.check.interval.seconds", _T.LONG, 300,
+                  "How often the controller checks the leader balance.", minimum=1),
+        ConfigDef("leader.imbalance.per.broker.percentage", _T.INT, 10,
+                  "Share of a broker's preferred partitions it may not lead before "
+                  "they are moved back.", minimum=0),
         ConfigDef("metrics.port", _T.INT, -1,
                   "Port of the Prometheus /metrics endpoint; -1 disables it.", minimum=-1),
         *_broker_topic_defaults(),

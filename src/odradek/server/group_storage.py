@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.consumer import TopicsView
-from odradek.protocol.errors import KafkaError, TopicAlreadyExists
+from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExists
 from odradek.protocol.records import NewRecord, encode_batch
 from odradek.storage.producer_state import AppendOrigin
 
@@ -97,8 +97,11 @@ def ensure_offsets_topic(broker: Broker) -> bool:
         )
     except TopicAlreadyExists:
         return True
-    except KafkaError:
-        log.exception("could not create %s", OFFSETS_TOPIC)
+    except KafkaError as e:
+        if e.code == ErrorCode.coordinator_not_available:  # waiting for brokers: expected
+            log.info("not creating %s yet: %s", OFFSETS_TOPIC, e)
+        else:
+            log.exception("could not create %s", OFFSETS_TOPIC)
         return False
     return True
 

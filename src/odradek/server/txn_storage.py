@@ -131,8 +131,11 @@ class BrokerTransactions:
             )
         except TopicAlreadyExists:
             return True
-        except KafkaError:
-            log.exception("could not create %s", TRANSACTION_STATE_TOPIC)
+        except KafkaError as e:
+            if e.code == ErrorCode.coordinator_not_available:  # waiting for brokers: expected
+                log.info("not creating %s yet: %s", TRANSACTION_STATE_TOPIC, e)
+            else:
+                log.exception("could not create %s", TRANSACTION_STATE_TOPIC)
             return False
         return True
 

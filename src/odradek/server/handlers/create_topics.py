@@ -8,7 +8,7 @@ from typing import Any
 from odradek.cluster.metadata import ZERO_UUID
 from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError
 from odradek.server.configs import describe_topic
-from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.handlers.base import ApiHandler, RequestContext, build, to_ms
 
 API_KEY = 19
 log = logging.getLogger(__name__)
@@ -67,7 +67,19 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                       replication_factor=-1, configs=())
             )
         seen.add(t.name)
-    return build(schema.CreateTopicsResponse, topics=tuple(results))
+    response = build(schema.CreateTopicsResponse, topics=tuple(results))
+    created = [r.name for r in results if r.error_code == ErrorCode.none]
+    zk = ctx.broker.zk
+    if zk is None or request.validate_only or not created:
+        return response
+
+    async def settled() -> Any:
+        # In a cluster the controller elects the leaders a moment later: answer when
+        # they are known (Kafka's CreateTopics waits the same way, up to its timeout)
+        await zk.settle(created, timeout_s=max(to_ms(request.timeout), 0) / 1000)
+        return response
+
+    return settled()
 
 
 HANDLER = ApiHandler(API_KEY, 2, 7, handle)

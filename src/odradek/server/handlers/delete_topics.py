@@ -6,7 +6,7 @@ from typing import Any
 
 from odradek.cluster.metadata import ZERO_UUID
 from odradek.protocol.errors import ErrorCode, KafkaError, UnknownTopicId
-from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.handlers.base import ApiHandler, RequestContext, build, to_ms
 
 API_KEY = 20
 
@@ -36,7 +36,18 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             results.append(build(schema.DeletableTopicResult, name=name,
                                  topic_id=topic_id or ZERO_UUID, error_code=e.code,
                                  error_message=str(e)))
-    return build(schema.DeleteTopicsResponse, responses=tuple(results))
+    response = build(schema.DeleteTopicsResponse, responses=tuple(results))
+    gone = [r.name for r in results if r.error_code == ErrorCode.none]
+    zk = ctx.broker.zk
+    if zk is None or not gone:
+        return response
+
+    async def settled() -> Any:
+        # the controller deletes the topic's znodes a moment later: answer once it has
+        await zk.settle(deleted=gone, timeout_s=max(to_ms(request.timeout), 0) / 1000)
+        return response
+
+    return settled()
 
 
 HANDLER = ApiHandler(API_KEY, 1, 6, handle)

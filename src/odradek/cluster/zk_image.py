@@ -1,0 +1,89 @@
+"""The MetadataImage a ZooKeeper-mode broker builds from the znodes it read, and what changed
+between two images (the listeners' events). Pure functions over values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from odradek.cluster import zk_data as zd
+from odradek.cluster.metadata import (
+    BrokerInfo,
+    MetadataImage,
+    PartitionInfo,
+    TopicInfo,
+    kafka_to_uuid,
+)
+
+TopicPartition = tuple[str, int]
+
+
+def build_image(cluster_id: str, brokers: Mapping[int, BrokerInfo],
+                topics: Mapping[str, zd.TopicAssignment],
+                states: Mapping[TopicPartition, zd.LeaderAndIsr],
+                topic_configs: Mapping[str, dict[str, str]], broker_configs: Mapping[str, str],
+                controller_id: int, fenced_node: int | None = None) -> MetadataImage:
+    """A leader that is not registered is no leader (-1): the controller will move the
+    partition. `fenced_node` is this broker when it lost ZooKeeper: the controller has
+    (or will have) moved its leaderships, so its own image must not claim them."""
+    live = dict(sorted(brokers.items()))
+    out: dict[str, TopicInfo] = {}
+    for name, assignment in sorted(topics.items()):
+        if assignment.topic_id is None:
+            continue  # written by an old tool; the controller gives it an id
+        parts = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            state = states.get((name, p))
+            leader = state.leader if state is not None and state.leader in live else -1
+            if leader == fenced_node:
+                leader = -1
+            parts.append(PartitionInfo(
+                partition=p,
+                leader=leader,
+                leader_epoch=state.leader_epoch if state is not None else 0,
+                replicas=replicas,
+                isr=state.isr if state is not None else (),
+                partition_epoch=state.zk_version if state is not None else -1,
+                offline_replicas=tuple(r for r in replicas if r not in live),
+                adding_replicas=assignment.adding.get(p, ()),
+                removing_replicas=assignment.removing.get(p, ()),
+                controller_epoch=state.controller_epoch if state is not None else 0,
+            ))
+        out[name] = TopicInfo(name, kafka_to_uuid(assignment.topic_id), tuple(parts),
+                              dict(topic_configs.get(name, {})))
+    return MetadataImage(
+        cluster_id=cluster_id,
+        controller_id=controller_id if controller_id in live else -1,
+        brokers=live,
+        topics=out,
+        broker_configs=dict(broker_configs),
+    )
+
+
+def diff_events(old: MetadataImage, new: MetadataImage) -> list[tuple[str, str]]:
+    """What changed, as the listeners' events: created/deleted/partitions/configs per
+    topic, partition-state (leaders, ISRs, replicas), broker-configs, brokers, controller."""
+    events: list[tuple[str, str]] = []
+    for name in old.topics:
+        if name not in new.topics:
+            events.append(("deleted", name))
+    for name, after in new.topics.items():
+        before = old.topics.get(name)
+        if before is None:
+            events.append(("created", name))
+            continue
+        if before.topic_id != after.topic_id:
+            events += [("deleted", name), ("created", name)]
+            continue
+        if len(after.partitions) > len(before.partitions):
+            events.append(("partitions", name))
+        if before.configs != after.configs:
+            events.append(("configs", name))
+        if before.partitions != after.partitions[: len(before.partitions)]:
+            events.append(("partition-state", name))
+    if old.broker_configs != new.broker_configs:
+        events.append(("broker-configs", ""))
+    if old.brokers != new.brokers:
+        events.append(("brokers", ""))
+    if old.controller_id != new.controller_id:
+        events.append(("controller", ""))
+    return events
