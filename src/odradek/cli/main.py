@@ -6,6 +6,7 @@ import typer
 
 from odradek.cli import (
     advise,
+    cluster,
     configs,
     console_io,
     delete_records,
@@ -15,8 +16,10 @@ from odradek.cli import (
     health,
     lag,
     lake,
+    leader_election,
     perf,
     pipeline_cmd,
+    reassign,
     topics,
     transactions,
 )
@@ -46,6 +49,9 @@ app.add_typer(perf.app, name="perf")
 app.add_typer(lake.app, name="lake")
 app.add_typer(pipeline_cmd.app, name="pipeline")
 app.add_typer(demo.app, name="demo")
+app.add_typer(cluster.app, name="cluster")
+app.command("reassign")(reassign.reassign)
+app.command("leader-election")(leader_election.leader_election)
 
 
 @app.command("up")

@@ -9,6 +9,7 @@ from odradek.server.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     alter_configs,
+    alter_partition_reassignments,
     alter_replica_log_dirs,
     api_versions,
     consumer_group_describe,
@@ -24,6 +25,7 @@ from odradek.server.handlers import (
     describe_log_dirs,
     describe_producers,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -34,6 +36,7 @@ from odradek.server.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     offset_commit,
@@ -87,6 +90,10 @@ _MODULES = (
     describe_transactions,
     list_transactions,
     describe_producers,
+    # cluster operations
+    elect_leaders,
+    alter_partition_reassignments,
+    list_partition_reassignments,
 )
 
 HANDLERS: dict[int, ApiHandler] = {m.HANDLER.api_key: m.HANDLER for m in _MODULES}
