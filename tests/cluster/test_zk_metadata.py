@@ -310,3 +310,42 @@ def test_rack_aware_topic(zk: ZooKeeperProcess) -> None:
             assert {racks[r] for r in p.replicas} == {"a", "b"}
 
     run(zk, scenario, racks=("a", "a", "b"))
+
+
+def test_alter_isr_is_a_conditional_write_by_the_leader(zk: ZooKeeperProcess) -> None:
+    async def scenario(nodes: list[Node], _: str) -> None:
+        await until(lambda: active_controller(nodes), what="a controller")
+        nodes[0].store.create_topic("alter", assignments={0: [2, 1, 3]})
+        await nodes[0].store.settle(["alter"], timeout_s=10)
+        leader = nodes[1]  # broker 2
+        before = leader.image.topics["alter"].partitions[0]
+        assert before.leader == 2 and before.isr == (2, 1, 3)
+        after = await leader.store.alter_isr("alter", 0, before.leader_epoch,
+                                             before.partition_epoch, (2, 1))
+        assert after is not None and after.isr == (2, 1)
+        assert after.partition_epoch == before.partition_epoch + 1
+        assert after.leader_epoch == before.leader_epoch
+        assert leader.image.topics["alter"].partitions[0].isr == (2, 1)  # published at once
+        for n in nodes:
+            def seen(n: Node = n) -> bool:
+                return n.image.topics["alter"].partitions[0].isr == (2, 1)
+
+            await until(seen, 5, f"broker {n.node_id} to see the new ISR")
+        # a write at a version that moved on, or by a broker that is not the leader, loses
+        assert await leader.store.alter_isr("alter", 0, before.leader_epoch,
+                                            before.partition_epoch, (2,)) is None
+        assert await nodes[0].store.alter_isr("alter", 0, after.leader_epoch,
+                                              after.partition_epoch, (1,)) is None
+        assert await leader.store.alter_isr("alter", 0, after.leader_epoch + 1,
+                                            after.partition_epoch, (2,)) is None
+        assert leader.image.topics["alter"].partitions[0].isr == (2, 1)
+        # the controller was told (the notification is consumed) and re-read the state
+        z = nodes[0].session
+        await until(lambda: not z.children(zd.ISR_CHANGE_NOTIFICATION), 5,
+                    "the controller to consume the ISR change notification")
+        controller = active_controller(nodes)
+        assert controller is not None
+        await until(lambda: controller.store.controller.ctx.states[("alter", 0)].isr  # type: ignore[union-attr]
+                    == (2, 1), 5, "the controller's view of the ISR")
+
+    run(zk, scenario)
