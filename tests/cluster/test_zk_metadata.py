@@ -106,7 +106,8 @@ def test_broker_loss_moves_leadership_and_shrinks_isr(zk: ZooKeeperProcess) -> N
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
         nodes[0].store.create_topic("loss", 3, 3)
-        await nodes[0].store.settle(["loss"], timeout_s=10)
+        for n in nodes:  # each learns of it through its own watches
+            assert await n.store.settle(["loss"], timeout_s=10)
         victim = next(n for n in nodes if n is not active_controller(nodes))
         led = [p.partition for p in victim.image.topics["loss"].partitions
                if p.leader == victim.node_id]
@@ -148,7 +149,8 @@ def test_delete_topic_configs_partitions_and_producer_ids(zk: ZooKeeperProcess) 
         await until(lambda: active_controller(nodes), what="a controller")
         a, b, c = nodes
         a.store.create_topic("gone", 2, 2)
-        await a.store.settle(["gone"], timeout_s=10)
+        for n in nodes:
+            assert await n.store.settle(["gone"], timeout_s=10)
         b.store.set_topic_configs("gone", {"retention.ms": "5000"})
         await until(lambda: c.image.topics["gone"].configs == {"retention.ms": "5000"}, 5)
         c.store.create_partitions("gone", 4)
@@ -316,8 +318,8 @@ def test_alter_isr_is_a_conditional_write_by_the_leader(zk: ZooKeeperProcess) ->
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
         nodes[0].store.create_topic("alter", assignments={0: [2, 1, 3]})
-        await nodes[0].store.settle(["alter"], timeout_s=10)
         leader = nodes[1]  # broker 2
+        assert await leader.store.settle(["alter"], timeout_s=10)  # as broker 2 sees it
         before = leader.image.topics["alter"].partitions[0]
         assert before.leader == 2 and before.isr == (2, 1, 3)
         after = await leader.store.alter_isr("alter", 0, before.leader_epoch,
