@@ -149,3 +149,11 @@ class RequestTimedOut(KafkaError):
 
 class LogDirNotFound(KafkaError):
     code = ErrorCode.log_dir_not_found
+
+
+class NotEnoughReplicas(KafkaError):
+    code = ErrorCode.not_enough_replicas
+
+
+class NotEnoughReplicasAfterAppend(KafkaError):
+    code = ErrorCode.not_enough_replicas_after_append

@@ -18,13 +18,17 @@ class Watched(Protocol):
 
 class DelayedFetch:
     __slots__ = ("_future", "_handle", "_partitions", "accumulated", "min_bytes",
-                 "read_committed")
+                 "read_committed", "replica")
 
-    def __init__(self, min_bytes: int, accumulated: int, read_committed: bool = False) -> None:
+    def __init__(self, min_bytes: int, accumulated: int, read_committed: bool = False,
+                 replica: bool = False) -> None:
         self.min_bytes = min_bytes
         self.accumulated = accumulated
         # woken by what moves the last stable offset, not by every append
         self.read_committed = read_committed
+        # a follower's fetch reads up to the log end: woken by appends, where a
+        # consumer's fetch of a replicated partition is woken by high watermark advances
+        self.replica = replica
         self._future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._handle: asyncio.TimerHandle | None = None
         self._partitions: list[Watched] = []

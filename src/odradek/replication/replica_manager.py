@@ -1,8 +1,15 @@
-"""The replica manager: the broker's partitions and the reads and writes on them.
+"""The replica manager: the broker's partitions, their roles, and the reads and writes.
 
-A single broker leads every partition it holds, so the high watermark follows the log
-end offset at each append. With followers the watermark will advance as they fetch;
-everything above this layer already reads up to `high_watermark`, not the log end.
+Roles come from the metadata image (`apply_leadership`): a partition this broker leads
+serves produces and fetches and tracks its followers (partition.py); one it follows
+refuses them and is copied from its leader by the fetchers (fetcher.py), after cutting
+any divergent tail. A leader whose ISR is only itself — every partition of a single
+broker — keeps the fast path where the high watermark follows each append.
+
+ISR changes are the leader's: it adds a follower that reached the high watermark and
+drops one that has not caught up within `replica.lag.time.max.ms`, one change in
+flight per partition, through `alter_isr` (a conditional write of the partition state
+in ZooKeeper). Without `alter_isr` (the embedded single-broker store) no ISR changes.
 
 read_committed fetches read up to the last stable offset and get the aborted
 transactions overlapping what they read. A waiting read_committed fetch is woken when
@@ -12,74 +19,25 @@ by appends inside an open transaction, which it could not read anyway.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from odradek.protocol.errors import KafkaError, UnknownTopicOrPartition
-from odradek.replication.purgatory import DelayedFetch
-from odradek.storage.producer_state import AppendOrigin
+from odradek.protocol.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
+from odradek.replication.fetcher import FetcherManager
+from odradek.replication.partition import FollowerState, Partition, now_ms
+from odradek.replication.settings import ReplicaSettings
 
 if TYPE_CHECKING:
     from odradek.cluster.metadata import MetadataImage, PartitionInfo
-    from odradek.storage.log import AppendInfo, Log
     from odradek.storage.manager import LogManager
 
+__all__ = ["AlterIsr", "FollowerState", "Partition", "PartitionRead", "ReplicaManager"]
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class Partition:
-    topic: str
-    index: int
-    topic_id: uuid.UUID
-    log: Log
-    leader_epoch: int = 0
-    waiters: set[DelayedFetch] = field(default_factory=set)
-
-    @property
-    def high_watermark(self) -> int:
-        return self.log.high_watermark
-
-    @property
-    def last_stable_offset(self) -> int:
-        return self.log.last_stable_offset
-
-    def append(self, records: bytearray | memoryview,
-               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
-        lso = self.log.last_stable_offset if self.waiters else 0
-        info = self.log.append_as_leader(records, self.leader_epoch, origin=origin)
-        if not info.duplicate:
-            # the only replica: everything appended is committed
-            self.log.high_watermark = self.log.log_end_offset
-            if self.waiters:
-                nbytes = len(records)
-                stable = self.log.last_stable_offset > lso
-                for waiter in list(self.waiters):
-                    if stable or not waiter.read_committed:
-                        waiter.on_append(nbytes)
-        self.log.maybe_flush()
-        return info
-
-    def append_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                      commit: bool) -> AppendInfo:
-        """Write a transaction marker as the leader (what WriteTxnMarkers does)."""
-        lso = self.log.last_stable_offset
-        info = self.log.append_marker(
-            producer_id=producer_id, producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch, commit=commit,
-            leader_epoch=self.leader_epoch)
-        self.log.high_watermark = self.log.log_end_offset
-        if self.waiters and self.log.last_stable_offset > lso:
-            # what became readable is not known in bytes: let read_committed waiters
-            # read again (uncommitted ones saw the data when it was appended)
-            for waiter in list(self.waiters):
-                if waiter.read_committed:
-                    waiter.complete()
-        self.log.maybe_flush()
-        return info
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +69,20 @@ class ReplicaManager:
         # set by the broker when the metadata lives in ZooKeeper; a single broker with
         # the embedded store has no followers, so no ISR ever changes
         self.alter_isr: AlterIsr | None = None
+        self.settings = ReplicaSettings()
+        self._image: MetadataImage | None = None
+        self._fetchers: FetcherManager | None = None
+        self._seen: set[tuple[str, int]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._isr_check: asyncio.Task[None] | None = None
+        self._hw_checkpoint: asyncio.Task[None] | None = None
+        self._listener: str | None = None
+
+    def configure(self, get: Callable[[str], Any]) -> None:
+        """Read the replica.* properties (e.g. `configure(broker.config.__getitem__)`)."""
+        self.settings = ReplicaSettings.from_config(get)
+
+    # ---- roles ------------------------------------------------------------------
 
     def apply_leadership(self, image: MetadataImage) -> None:
         """Follow the image's leaders, epochs and ISRs.
@@ -118,14 +90,165 @@ class ReplicaManager:
         The broker calls this on its event loop after every metadata change, once the
         log and the Partition of every replica it hosts exist.
         """
+        self._image = image
+        me = image.brokers.get(self.node_id)
+        if me is not None and me.listeners:
+            self._listener = me.listeners[0][0]
+        hosted: set[tuple[str, int]] = set()
         for topic in image.topics.values():
             for info in topic.partitions:
-                p = self.partitions.get((topic.name, info.partition))
-                if p is not None:
-                    p.leader_epoch = info.leader_epoch
+                key = (topic.name, info.partition)
+                p = self.partitions.get(key)
+                if p is None:
+                    continue
+                hosted.add(key)
+                self._apply(p, info)
+        for key in list(self._seen - hosted):
+            self._seen.discard(key)
+            if self._fetchers is not None:
+                self._fetchers.remove(key)
+
+    def _apply(self, p: Partition, info: PartitionInfo) -> None:
+        key = (p.topic, p.index)
+        p.node_id = self.node_id
+        replicated = len(info.replicas) > 1
+        if key not in self._seen:
+            self._seen.add(key)
+            recovered = getattr(p.log, "recovered_high_watermark", None)
+            if replicated and recovered is not None:
+                # the broker opened the log as its only replica (HW = LEO); with
+                # followers only what the checkpoint says was committed is
+                p.log.high_watermark = min(p.log.high_watermark, recovered)
+            if replicated:
+                self._start_background()
+        if info.leader == self.node_id:
+            if not p.is_leader or p.leader_epoch != info.leader_epoch or p.leader != p.node_id:
+                if self._fetchers is not None:
+                    self._fetchers.remove(key)
+                was = p.leader_epoch
+                p.become_leader(info)
+                if replicated:
+                    log.info("leading %s-%d at epoch %d (was %d), ISR %s", p.topic, p.index,
+                             info.leader_epoch, was, list(info.isr))
+            elif info.partition_epoch != p.partition_epoch or info.isr != p.isr:
+                p.update_state(info)
+            if not p.solo:
+                p.maybe_advance_high_watermark()
+                p.complete_produces()
+            return
+        # not the leader: follow whoever is
+        if p.is_leader or p.leader != info.leader or p.leader_epoch != info.leader_epoch:
+            p.become_follower(info)
+            log.info("following %s-%d from broker %d at epoch %d", p.topic, p.index,
+                     info.leader, info.leader_epoch)
+        else:
+            p.update_state(info)
+        fetchers = self._fetcher_manager()
+        if info.leader < 0 or self.node_id not in info.replicas:
+            fetchers.remove(key)
+        elif fetchers.following(key) != (info.leader, info.leader_epoch):
+            fetchers.add(key, info.leader, info.leader_epoch)
+
+    def _fetcher_manager(self) -> FetcherManager:
+        if self._fetchers is None:
+            self._fetchers = FetcherManager(self.node_id, lambda: self.settings,
+                                            self.partitions, self._endpoint)
+        return self._fetchers
+
+    def _endpoint(self, broker: int) -> tuple[str, int] | None:
+        info = self._image.brokers.get(broker) if self._image is not None else None
+        if info is None or info.fenced:
+            return None
+        return info.endpoint(self._listener or "PLAINTEXT")
+
+    # ---- ISR changes ----------------------------------------------------------------
+
+    def _change_isr(self, p: Partition, new_isr: tuple[int, ...]) -> None:
+        if self.alter_isr is None or p.pending_isr is not None or not p.is_leader:
+            return
+        p.pending_isr = new_isr
+        p.solo = False
+        alter = self.alter_isr
+        task = asyncio.get_running_loop().create_task(self._alter(alter, p, new_isr))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alter(self, alter: AlterIsr, p: Partition, new_isr: tuple[int, ...]) -> None:
+        epoch, version = p.leader_epoch, p.partition_epoch
+        log.info("%s-%d: ISR %s -> %s (epoch %d, version %d)", p.topic, p.index, list(p.isr),
+                 list(new_isr), epoch, version)
+        info = None
+        try:
+            info = await alter(p.topic, p.index, epoch, version, new_isr)
+        except Exception:
+            log.exception("ISR change of %s-%d failed", p.topic, p.index)
+        if p.pending_isr == new_isr:
+            p.pending_isr = None
+        if info is None:
+            log.info("%s-%d: ISR change to %s lost; waiting for the new state", p.topic,
+                     p.index, list(new_isr))
+        elif p.is_leader and info.leader_epoch == p.leader_epoch:
+            p.update_state(info)
+        p._update_solo()
+        if p.is_leader and not p.solo:
+            p.maybe_advance_high_watermark()
+            p.complete_produces()
+        elif p.solo:
+            p.maybe_advance_high_watermark()
+
+    def _start_background(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._isr_check is None:
+            self._isr_check = loop.create_task(self._check_isrs())
+        if self._hw_checkpoint is None:
+            self._hw_checkpoint = loop.create_task(self._checkpoint_high_watermarks())
+
+    async def _check_isrs(self) -> None:
+        """Shrink the ISR of lagging followers, checked every half lag time, as Kafka."""
+        while True:
+            await asyncio.sleep(self.settings.lag_time_max_ms / 2000)
+            try:
+                self.shrink_isrs()
+            except Exception:
+                log.exception("ISR check failed")
+
+    def shrink_isrs(self, now: int | None = None) -> None:
+        now = now_ms() if now is None else now
+        lag = self.settings.lag_time_max_ms
+        for p in list(self.partitions.values()):
+            if not p.is_leader or len(p.isr) <= 1 or p.pending_isr is not None:
+                continue
+            out = p.out_of_sync(now, lag)
+            if out:
+                log.info("%s-%d: followers %s have not caught up in %d ms", p.topic, p.index,
+                         out, lag)
+                self._change_isr(p, tuple(r for r in p.isr if r not in out))
+
+    async def _checkpoint_high_watermarks(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.settings.hw_checkpoint_interval_ms / 1000)
+            try:
+                await loop.run_in_executor(None, self.logs.checkpoint_high_watermarks)
+            except Exception:
+                log.exception("writing replication-offset-checkpoint failed")
 
     async def shutdown(self) -> None:
         """Stop what runs in the background (replica fetchers) before the logs close."""
+        for task in (self._isr_check, self._hw_checkpoint, *self._tasks):
+            if task is not None:
+                task.cancel()
+        for task in (self._isr_check, self._hw_checkpoint, *list(self._tasks)):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._isr_check = self._hw_checkpoint = None
+        if self._fetchers is not None:
+            await self._fetchers.shutdown()
+        for p in self.partitions.values():
+            p.fail_waiters()
+
+    # ---- lookups --------------------------------------------------------------------
 
     def get(self, topic: str, index: int) -> Partition:
         p = self.partitions.get((topic, index))
@@ -135,15 +258,24 @@ class ReplicaManager:
             )
         return p
 
+    def get_leader(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        """The partition, if this broker leads it at `current_leader_epoch` (-1: any)."""
+        p = self.get(topic, index)
+        p.check_leader(current_leader_epoch)
+        return p
+
     def add(self, partition: Partition) -> None:
+        partition.node_id = self.node_id
         self.partitions[(partition.topic, partition.index)] = partition
 
     def remove_topic(self, topic: str) -> list[Partition]:
         gone = [p for key, p in self.partitions.items() if key[0] == topic]
         for p in gone:
             del self.partitions[(p.topic, p.index)]
-            for waiter in list(p.waiters):
-                waiter.complete()
+            if self._fetchers is not None:
+                self._fetchers.remove((p.topic, p.index))
+            self._seen.discard((p.topic, p.index))
+            p.fail_waiters()
         return gone
 
     def topic_partitions(self, topic: str) -> list[Partition]:
@@ -158,19 +290,37 @@ class ReplicaManager:
         wanted: Iterable[tuple[Partition | None, KafkaError | None, int, int]],
         max_bytes: int,
         read_committed: bool,
+        replica_id: int = -1,
     ) -> tuple[list[PartitionRead], int]:
         """Read each (partition, error, offset, partition_max_bytes) within `max_bytes` overall.
 
         The first partition with data returns at least one whole batch even when it is
-        larger than the limits (KIP-74), so a consumer always makes progress.
+        larger than the limits (KIP-74), so a consumer always makes progress. A
+        follower (`replica_id` ≥ 0) reads up to the log end, and its fetch offset is
+        its log end: recorded before reading, so the high watermark it gets back
+        already counts it.
         """
         results: list[PartitionRead] = []
         total = 0
+        follower = replica_id >= 0
+        now = now_ms() if follower else 0
         for partition, error, offset, partition_max in wanted:
             if partition is None:
                 results.append(PartitionRead(None, error))
                 continue
-            limit = partition.last_stable_offset if read_committed else partition.high_watermark
+            if not partition.is_leader:
+                # leadership moved while the fetch waited
+                results.append(PartitionRead(None, NotLeaderOrFollower(
+                    f"not the leader of {partition.topic}-{partition.index}")))
+                continue
+            limit: int | None
+            if follower:
+                if partition.on_follower_fetch(replica_id, offset, now):
+                    self._change_isr(partition, (*partition.isr, replica_id))
+                limit = None
+            else:
+                limit = (partition.last_stable_offset if read_committed
+                         else partition.high_watermark)
             budget = min(partition_max, max(max_bytes - total, 0))
             try:
                 result = partition.log.read(

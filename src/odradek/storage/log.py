@@ -90,6 +90,8 @@ class Log:
         self._log_end_offset = log_end_offset
         self.recovery_point = recovery_point
         self._high_watermark = log_start_offset
+        # the high watermark replication-offset-checkpoint had at start-up, if any
+        self.recovered_high_watermark: int | None = None
         self.leader_epochs = leader_epochs
         self.producer_state = producer_state
         self._clock = clock_ms

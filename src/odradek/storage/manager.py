@@ -250,6 +250,9 @@ class LogManager:
         with ThreadPoolExecutor(self.recovery_threads_per_dir) as pool:
             for tp, opened in pool.map(load, jobs):
                 opened.high_watermark = high_watermarks.get(tp, opened.log_start_offset)
+                # kept aside: the broker may open a partition as its only replica (HW =
+                # LEO), and replication restores this when the partition has followers
+                opened.recovered_high_watermark = opened.high_watermark
                 self._logs[tp] = opened
         log.info(
             "loaded %d partitions from %s in %.2fs (%s shutdown)",
@@ -469,6 +472,16 @@ class LogManager:
         write_offsets(
             directory / REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in logs}
         )
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write `replication-offset-checkpoint` of every dir (replica.high.watermark.
+        checkpoint.interval.ms); a restarted follower exposes nothing above it."""
+        for directory in self.online_dirs:
+            try:
+                write_offsets(directory / REPLICATION_OFFSET_CHECKPOINT,
+                              {tp: lg.high_watermark for tp, lg in self._logs_in(directory)})
+            except OSError as exc:
+                self._dir_failed(directory, exc)
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every dir."""

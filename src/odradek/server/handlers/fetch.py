@@ -2,13 +2,18 @@
 
 Sessionless: we answer every fetch in full and return session id 0, which tells
 clients that use fetch sessions (KIP-227) to keep sending full requests.
+
+Only the leader serves fetches, consumers' and followers' alike (NOT_LEADER_OR_FOLLOWER
+elsewhere), and a partition's `current_leader_epoch` is checked as KIP-320 says. A
+fetch with a replica id (v15+: in `replica_state`) is a follower's: it reads up to the
+log end and moves the follower's position, the high watermark and the ISR.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from odradek.protocol.errors import KafkaError, UnknownTopicId, UnknownTopicOrPartition
+from odradek.protocol.errors import KafkaError, UnknownTopicId
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
 from odradek.replication.purgatory import DelayedFetch
 from odradek.replication.replica_manager import Partition, PartitionRead
@@ -16,6 +21,13 @@ from odradek.server.handlers.base import ApiHandler, Encoded, RequestContext, to
 
 API_KEY = 1
 READ_COMMITTED = 1
+
+
+def replica_id_of(request: Any) -> int:
+    state = getattr(request, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(request, "replica_id", -1))
 
 
 def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
@@ -39,8 +51,9 @@ def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
                 error = UnknownTopicId(f"unknown topic id {topic_id}")
             else:
                 try:
-                    partition = broker.replicas.get(name, p.partition)
-                except UnknownTopicOrPartition as e:
+                    partition = broker.replicas.get_leader(
+                        name, p.partition, getattr(p, "current_leader_epoch", -1))
+                except KafkaError as e:
                     error = e
             out.append((key, p.partition, (partition, error, p.fetch_offset,
                                             p.partition_max_bytes)))
@@ -71,7 +84,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
     items = [w for _, _, w in wanted]
-    reads, total = replicas.read(items, max_bytes, read_committed)
+    replica_id = replica_id_of(request)
+    reads, total = replicas.read(items, max_bytes, read_committed, replica_id)
     max_wait_ms = to_ms(request.max_wait)
     has_error = any(r.error is not None for r in reads)
     if total >= request.min_bytes or max_wait_ms <= 0 or has_error or not items:
@@ -79,10 +93,10 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         return _response(ctx, wanted, reads)
 
     async def wait_then_read() -> Any:
-        waiter = DelayedFetch(request.min_bytes, total, read_committed)
+        waiter = DelayedFetch(request.min_bytes, total, read_committed, replica_id >= 0)
         waiter.watch(p for p, _, _, _ in items if p is not None)
         await waiter.wait(max_wait_ms / 1000)
-        again, total_again = replicas.read(items, max_bytes, read_committed)
+        again, total_again = replicas.read(items, max_bytes, read_committed, replica_id)
         ctx.broker.metrics.on_fetch(total_again)
         return _response(ctx, wanted, again)
 

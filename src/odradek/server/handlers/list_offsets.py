@@ -70,7 +70,7 @@ def _handle_v0(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in t.partitions:
             try:
-                partition = replicas.get(t.name, p.partition_index)
+                partition = replicas.get_leader(t.name, p.partition_index)
                 _, offset, _ = lookup(partition, p.timestamp, False, from_follower)
                 offsets: tuple[Any, ...] = (offset,) if offset >= 0 and p.max_num_offsets else ()
                 code = ErrorCode.none
@@ -94,7 +94,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         parts = []
         for p in t.partitions:
             try:
-                partition = replicas.get(t.name, p.partition_index)
+                partition = replicas.get_leader(t.name, p.partition_index,
+                                                getattr(p, "current_leader_epoch", -1))
                 ts, offset, epoch = lookup(partition, p.timestamp, read_committed, from_follower)
                 code = ErrorCode.none
             except KafkaError as e:

@@ -1,13 +1,18 @@
 """Produce (0): append record batches to partition leaders.
 
-acks=0 gets no response at all; acks=1 and acks=all are answered once the batches are
-in the log (a single broker is the whole ISR). Each partition fails alone: a bad batch
-in one partition does not stop the others.
+acks=0 gets no response at all; acks=1 is answered once the batches are in the
+leader's log; acks=all once the high watermark passes them, i.e. every in-sync replica
+has them (at once when the ISR is only this broker). acks=all is refused with
+NOT_ENOUGH_REPLICAS, before appending, while the ISR is smaller than
+min.insync.replicas, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank
+below while the request waited; REQUEST_TIMED_OUT after the request's timeout. Each
+partition fails alone: a bad batch in one partition does not stop the others.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from odradek.protocol.batch import ATTR_TRANSACTIONAL, ATTRIBUTES_OFFSET, read_header
@@ -18,6 +23,8 @@ from odradek.protocol.errors import (
     KafkaError,
 )
 from odradek.protocol.produce_request import decode_produce_request
+from odradek.replication.delayed_produce import DelayedProduce
+from odradek.replication.partition import Partition
 from odradek.server.handlers.base import (
     CLOSE_CONNECTION,
     ApiHandler,
@@ -49,11 +56,17 @@ def _check_transactional(ctx: RequestContext, transactional_id: str | None, topi
 
 
 def _append(ctx: RequestContext, topic: str, index: int, records: Any,
-            transactional_id: str | None = None) -> tuple[Any, ...]:
-    """(error_code, base_offset, log_append_time, log_start_offset, message)."""
+            transactional_id: str | None = None, acks: int = 1,
+            waits: list[tuple[Partition, int]] | None = None) -> tuple[Any, ...]:
+    """(error_code, base_offset, log_append_time, log_start_offset, message).
+
+    An acks=all append the ISR does not have yet goes into `waits` as (partition,
+    offset the high watermark must reach)."""
     broker = ctx.broker
     try:
-        partition = broker.replicas.get(topic, index)
+        partition = broker.replicas.get_leader(topic, index)
+        if acks == -1:
+            partition.check_enough_replicas()
         if records is None or len(records) == 0:
             raise CorruptMessage("produce request without records")
         # the hand-written decoder hands out writable slices of the request frame
@@ -66,6 +79,8 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any,
             _check_transactional(ctx, transactional_id, topic, index, buf)
         info = partition.append(buf)
         broker.metrics.on_produce(topic, len(buf), info.records_count)
+        if acks == -1 and not partition.solo and waits is not None:
+            waits.append((partition, info.last_offset + 1))
         return (ErrorCode.none, info.first_offset, info.log_append_time,
                 info.log_start_offset, None)
     except KafkaError as e:
@@ -83,6 +98,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     else:
         error = None
     responses = []
+    waits: list[tuple[Partition, int]] = []
     for topic_data in request.topic_data:
         partitions = []
         for pdata in topic_data.partition_data:
@@ -90,8 +106,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 code, base, append_time, start, message = error.code, -1, -1, -1, str(error)
             else:
                 code, base, append_time, start, message = _append(
-                    ctx, topic_data.name, pdata.index, pdata.records, request.transactional_id
-                )
+                    ctx, topic_data.name, pdata.index, pdata.records, request.transactional_id,
+                    acks, waits)
             partitions.append(
                 build(
                     schema.PartitionProduceResponse,
@@ -113,7 +129,31 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         failed = any(p.error_code != ErrorCode.none for t in responses
                      for p in t.partition_responses)
         return CLOSE_CONNECTION if failed else None
+    if waits:
+        delayed = DelayedProduce()
+        waiting = {(p.topic, p.index) for p, required in waits
+                   if p.wait_for_isr(required, delayed)}
+        if waiting:
+            return _after_isr(schema, responses, delayed, waiting, request.timeout_ms)
     return build(schema.ProduceResponse, responses=tuple(responses))
+
+
+async def _after_isr(schema: Any, responses: list[Any], delayed: DelayedProduce,
+                     waiting: set[tuple[str, int]], timeout_ms: int) -> Any:
+    """The acks=all answer once every waiting partition is replicated or timed out."""
+    await delayed.wait(timeout_ms / 1000)
+    out = []
+    for t in responses:
+        parts = []
+        for p in t.partition_responses:
+            tp = (t.name, p.index)
+            if tp in waiting:
+                code = delayed.timed_out(tp)
+                if code != ErrorCode.none:
+                    p = replace(p, error_code=code, error_message=code.name)
+            parts.append(p)
+        out.append(replace(t, partition_responses=tuple(parts)))
+    return build(schema.ProduceResponse, responses=tuple(out))
 
 
 HANDLER = ApiHandler(API_KEY, 3, 12, handle, decode=decode_produce_request)

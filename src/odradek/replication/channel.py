@@ -1,0 +1,71 @@
+"""A follower's connection to a leader: Kafka requests over one TCP stream.
+
+One request in flight at a time (a fetcher waits for each answer before the next), so
+responses are matched by order and checked by correlation id. Requests are small and
+built with kio; responses are decoded by kio, whose native reader hands the records
+out as bytes without looking inside them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any
+
+from odradek.protocol.messages import decode_response, encode_request, response_class
+
+_I32 = struct.Struct(">i")
+
+
+class BrokerChannel:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._correlation_id = 0
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def connect(self) -> None:
+        self._reader, self._writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=1 << 20), self.timeout_s)
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._reader = self._writer = None
+
+    async def call(self, api_key: int, version: int, body: Any,
+                   extra_wait_s: float = 0.0) -> Any:
+        """Send one request and decode its response; raises OSError-like errors (and
+        closes) when the connection breaks or the answer is late."""
+        if not self.connected:
+            await self.connect()
+        assert self._reader is not None and self._writer is not None
+        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
+        correlation_id = self._correlation_id
+        try:
+            self._writer.write(
+                encode_request(api_key, version, correlation_id, self.client_id, body))
+            frame = await asyncio.wait_for(self._read_frame(), self.timeout_s + extra_wait_s)
+        except BaseException:
+            self.close()
+            raise
+        (got,) = _I32.unpack_from(frame, 0)
+        if got != correlation_id:
+            self.close()
+            raise ConnectionError(f"correlation id {got} != {correlation_id}")
+        offset = 4
+        if response_class(api_key, version).__header_schema__.__flexible__:
+            offset += 1  # the response header's (empty) tagged fields
+        return decode_response(api_key, version, frame, offset)
+
+    async def _read_frame(self) -> bytes:
+        assert self._reader is not None
+        (size,) = _I32.unpack(await self._reader.readexactly(4))
+        return await self._reader.readexactly(size)

@@ -1,0 +1,366 @@
+"""Follower replication: fetcher tasks that copy leaders' logs into ours.
+
+Partitions this broker follows are spread over `num.replica.fetchers` fetchers per
+leader broker (by a hash of the partition, as Kafka spreads them). Each fetcher is one
+task on the event loop with one connection to its leader, and loops:
+
+1. Partitions that just got a new leader or epoch truncate first (KIP-101/279): ask the
+   leader, with OffsetForLeaderEpoch, where our latest epoch ends in its log; cut our
+   log there (or at our own end of that epoch, when the leader answers with an epoch
+   we do not know, then ask again with the epoch before it).
+2. Then it fetches from our log end with replica_id = our id, up to the leader's log
+   end; appends the batches as they are (offsets, epochs, producer state, markers);
+   sets our high watermark to min(leader's, our log end).
+
+Errors that a metadata change will resolve (fenced or unknown epochs, not the leader)
+park the partition for `replica.fetch.backoff.ms`; a broken connection backs the whole
+fetcher off for as long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.messages import request_class
+from odradek.replication.channel import BrokerChannel
+from odradek.storage.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+
+if TYPE_CHECKING:
+    from odradek.replication.partition import Partition
+    from odradek.replication.settings import ReplicaSettings
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11  # names topics by name, carries current_leader_epoch (KIP-320)
+EPOCH_VERSION = 3  # OffsetForLeaderEpoch with replica_id
+TopicPartition = tuple[str, int]
+_RETRIABLE = (OSError, ConnectionError, asyncio.IncompleteReadError, TimeoutError, EOFError)
+
+
+@dataclass(slots=True)
+class FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+def fetcher_index(topic: str, partition: int, num_fetchers: int) -> int:
+    """Stable across restarts (unlike Python's salted str hash)."""
+    h = 0
+    for ch in topic.encode():
+        h = (31 * h + ch) & 0x7FFFFFFF
+    return (31 * h + partition) % max(num_fetchers, 1)
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: FetcherManager, source: int, index: int) -> None:
+        self.manager = manager
+        self.source = source
+        self.index = index
+        self.partitions: dict[TopicPartition, FetchState] = {}
+        self._wake = asyncio.Event()
+        self._channel: BrokerChannel | None = None
+        self._stopped = False
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{source}-{index}")
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        self.partitions[tp] = FetchState(leader_epoch)
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        # the flag too: Python 3.11's wait_for may turn a cancellation into the error
+        # of an inner future that failed at the same moment (the leader closed on us)
+        self._stopped = True
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        if self._channel is not None:
+            self._channel.close()
+
+    # ---- the loop -----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        settings = self.manager.settings
+        loop = asyncio.get_running_loop()
+        while not self._stopped:
+            if not self.partitions:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                channel = self._connect()
+                if channel is None:
+                    await asyncio.sleep(settings.fetch_backoff_ms / 1000)
+                    continue
+                now = loop.time()
+                ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
+                if not ready:
+                    soonest = min(s.delayed_until for s in self.partitions.values())
+                    await self._sleep(soonest - now)
+                    continue
+                truncating = {tp: s for tp, s in ready.items() if s.truncating}
+                if truncating:
+                    await self._truncate(channel, truncating)
+                else:
+                    await self._fetch(channel, ready)
+            except asyncio.CancelledError:
+                raise
+            except _RETRIABLE as exc:
+                log.info("replica fetcher %d-%d: connection to broker %d failed: %s",
+                         self.source, self.index, self.source, exc or type(exc).__name__)
+                self._close()
+                await asyncio.sleep(settings.fetch_backoff_ms / 1000)
+            except Exception:
+                log.exception("replica fetcher %d-%d failed", self.source, self.index)
+                self._close()
+                await asyncio.sleep(settings.fetch_backoff_ms / 1000)
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(seconds, 0.001))
+
+    def _connect(self) -> BrokerChannel | None:
+        endpoint = self.manager.endpoint(self.source)
+        if endpoint is None:
+            return None
+        ch = self._channel
+        if ch is not None and (ch.host, ch.port) != endpoint:
+            self._close()  # the leader moved to a new address (it restarted)
+            ch = None
+        if ch is None:
+            ch = self._channel = BrokerChannel(
+                endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.node_id}",
+                self.manager.settings.socket_timeout_ms / 1000)
+        return ch
+
+    def _close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    def _delay(self, tp: TopicPartition, state: FetchState) -> None:
+        backoff = self.manager.settings.fetch_backoff_ms / 1000
+        state.delayed_until = asyncio.get_running_loop().time() + backoff
+
+    def _current(self, tp: TopicPartition, state: FetchState) -> Partition | None:
+        """The partition, if it is still ours to follow as it was when we asked."""
+        if self.partitions.get(tp) is not state:
+            return None
+        p = self.manager.partitions.get(tp)
+        if p is None or p.is_leader or p.leader_epoch != state.leader_epoch:
+            return None
+        return p
+
+    # ---- truncation ---------------------------------------------------------------
+
+    async def _truncate(self, channel: BrokerChannel, states: dict[TopicPartition, FetchState]
+                        ) -> None:
+        asked: dict[TopicPartition, tuple[FetchState, int]] = {}
+        for tp, state in states.items():
+            p = self._current(tp, state)
+            if p is None:
+                continue
+            latest = p.log.leader_epochs.latest_epoch
+            if latest is None:
+                # no epochs to compare: only what the old leader had committed is safe
+                self._truncate_log(p, p.log.high_watermark)
+                state.truncating = False
+                continue
+            asked[tp] = (state, latest)
+        if not asked:
+            return
+        module = sys.modules[request_class(23, EPOCH_VERSION).__module__]
+        by_topic: dict[str, list[Any]] = {}
+        for (topic, index), (state, epoch) in asked.items():
+            by_topic.setdefault(topic, []).append(module.OffsetForLeaderPartition(
+                partition=index, current_leader_epoch=state.leader_epoch, leader_epoch=epoch))
+        body = module.OffsetForLeaderEpochRequest(
+            replica_id=self.manager.node_id,
+            topics=tuple(module.OffsetForLeaderTopic(topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()))
+        response = await channel.call(23, EPOCH_VERSION, body)
+        for topic in response.topics:
+            for r in topic.partitions:
+                tp = (topic.topic, r.partition)
+                if tp not in asked:
+                    continue
+                state, _ = asked[tp]
+                p = self._current(tp, state)
+                if p is None:
+                    continue
+                if r.error_code != ErrorCode.none:
+                    log.info("OffsetForLeaderEpoch %s-%d from broker %d: %s", *tp,
+                             self.source, ErrorCode(r.error_code).name)
+                    self._delay(tp, state)
+                    continue
+                target, done = truncation_target(p, r.leader_epoch, r.end_offset)
+                self._truncate_log(p, target)
+                state.truncating = not done
+
+    def _truncate_log(self, p: Partition, offset: int) -> None:
+        leo = p.log.log_end_offset
+        if offset < leo:
+            log.info("truncating %s-%d from %d to %d (leader %d, epoch %d)", p.topic, p.index,
+                     leo, offset, self.source, p.leader_epoch)
+            p.log.truncate_to(offset)
+
+    # ---- fetching -----------------------------------------------------------------
+
+    async def _fetch(self, channel: BrokerChannel, states: dict[TopicPartition, FetchState]
+                     ) -> None:
+        settings = self.manager.settings
+        module = sys.modules[request_class(1, FETCH_VERSION).__module__]
+        sent: dict[TopicPartition, tuple[FetchState, int]] = {}
+        by_topic: dict[str, list[Any]] = {}
+        for tp, state in states.items():
+            p = self._current(tp, state)
+            if p is None:
+                continue
+            offset = p.log.log_end_offset
+            sent[tp] = (state, offset)
+            by_topic.setdefault(tp[0], []).append(module.FetchPartition(
+                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=offset,
+                log_start_offset=p.log.log_start_offset,
+                partition_max_bytes=settings.fetch_max_bytes))
+        if not sent:
+            return
+        wait_ms = settings.fetch_wait_max_ms
+        body = module.FetchRequest(
+            replica_id=self.manager.node_id, max_wait=_ms(wait_ms),
+            min_bytes=settings.fetch_min_bytes, max_bytes=settings.fetch_response_max_bytes,
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=tuple(module.FetchTopic(topic=t, partitions=tuple(ps))
+                         for t, ps in by_topic.items()),
+            forgotten_topics_data=(), rack_id="")
+        response = await channel.call(1, FETCH_VERSION, body, extra_wait_s=wait_ms / 1000)
+        if response.error_code != ErrorCode.none:
+            raise ConnectionError(f"fetch failed: {ErrorCode(response.error_code).name}")
+        for topic in response.responses:
+            for r in topic.partitions:
+                tp = (topic.topic, r.partition_index)
+                if tp in sent:
+                    state, offset = sent[tp]
+                    self._process(tp, state, offset, r)
+
+    def _process(self, tp: TopicPartition, state: FetchState, offset: int, r: Any) -> None:
+        p = self._current(tp, state)
+        if p is None or p.log.log_end_offset != offset:
+            return  # the partition moved on while the fetch was out
+        code = r.error_code
+        if code == ErrorCode.none:
+            try:
+                if r.records:
+                    p.log.append_as_follower(r.records)
+                lg = p.log
+                if r.log_start_offset > lg.log_start_offset:
+                    lg.increment_log_start_offset(min(r.log_start_offset, lg.log_end_offset))
+                hw = min(r.high_watermark, lg.log_end_offset)
+                if hw > lg.high_watermark:
+                    lg.high_watermark = hw
+                lg.maybe_flush()
+            except KafkaError as exc:
+                log.warning("follower append to %s-%d failed: %s", *tp, exc)
+                self._delay(tp, state)
+        elif code == ErrorCode.offset_out_of_range:
+            if r.log_start_offset > offset:
+                # the leader deleted what we would fetch next: start over at its start
+                log.info("%s-%d: fetch offset %d is below the leader's log start %d", *tp,
+                         offset, r.log_start_offset)
+                p.log.truncate_fully_and_start_at(r.log_start_offset)
+            else:
+                state.truncating = True  # the leader's log is shorter: find where
+        else:
+            log.info("fetch of %s-%d from broker %d: %s", *tp, self.source,
+                     ErrorCode(code).name if code in ErrorCode._value2member_map_ else code)
+            self._delay(tp, state)
+
+
+def truncation_target(p: Partition, leader_epoch: int, leader_end: int) -> tuple[int, bool]:
+    """Where to cut our log after the leader said `leader_epoch` ends at `leader_end`
+    in its log, and whether that is final (KIP-279)."""
+    lg = p.log
+    leo = lg.log_end_offset
+    if leader_end == UNDEFINED_EPOCH_OFFSET:
+        # the leader knows no epoch as old as ours: keep what was committed
+        return min(lg.high_watermark, leo), True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, leo), True
+    ours_epoch, ours_end = lg.leader_epochs.end_offset_for(leader_epoch, leo)
+    if ours_epoch == UNDEFINED_EPOCH:
+        return min(leader_end, leo), True
+    if ours_epoch != leader_epoch:
+        # we never saw the leader's epoch: cut to the end of ours below it, ask again
+        return min(ours_end, leo), False
+    return min(leader_end, ours_end), True
+
+
+def _ms(value: int) -> Any:
+    import datetime
+
+    return datetime.timedelta(milliseconds=value)
+
+
+class FetcherManager:
+    """The fetchers of one broker, keyed by (source broker, fetcher index)."""
+
+    def __init__(self, node_id: int, settings: Callable[[], ReplicaSettings],
+                 partitions: dict[TopicPartition, Partition],
+                 endpoint: Callable[[int], tuple[str, int] | None]) -> None:
+        self.node_id = node_id
+        self._settings = settings
+        self.partitions = partitions
+        self.endpoint = endpoint
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._assigned: dict[TopicPartition, tuple[int, int]] = {}
+
+    @property
+    def settings(self) -> ReplicaSettings:
+        return self._settings()
+
+    def add(self, tp: TopicPartition, leader: int, leader_epoch: int) -> None:
+        """Follow `tp` from `leader` at `leader_epoch`, truncating first."""
+        self.remove(tp)
+        key = (leader, fetcher_index(tp[0], tp[1], self.settings.num_fetchers))
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            fetcher = self.fetchers[key] = ReplicaFetcher(self, *key)
+        fetcher.add(tp, leader_epoch)
+        self._assigned[tp] = key
+
+    def remove(self, tp: TopicPartition) -> None:
+        key = self._assigned.pop(tp, None)
+        if key is not None:
+            self.fetchers[key].remove(tp)
+
+    def following(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """(leader, leader epoch) this broker fetches `tp` at, if it does."""
+        key = self._assigned.get(tp)
+        if key is None:
+            return None
+        state = self.fetchers[key].partitions.get(tp)
+        return None if state is None else (key[0], state.leader_epoch)
+
+    async def shutdown_idle(self) -> None:
+        for key, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                del self.fetchers[key]
+                await fetcher.stop()
+
+    async def shutdown(self) -> None:
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        self._assigned.clear()
+        for fetcher in fetchers:
+            await fetcher.stop()

@@ -1,0 +1,40 @@
+"""The broker properties replication reads, with Kafka's defaults.
+
+The replica manager is built before it is told the broker's configuration (and tests
+build it bare), so it starts from these defaults and `ReplicaManager.configure` reads
+the real values by Kafka's property names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSettings:
+    lag_time_max_ms: int = 30_000
+    num_fetchers: int = 1
+    fetch_max_bytes: int = 1_048_576
+    fetch_response_max_bytes: int = 10_485_760
+    fetch_wait_max_ms: int = 500
+    fetch_min_bytes: int = 1
+    fetch_backoff_ms: int = 1000
+    socket_timeout_ms: int = 30_000
+    hw_checkpoint_interval_ms: int = 5000
+
+    @classmethod
+    def from_config(cls, get: Callable[[str], Any]) -> ReplicaSettings:
+        """From a lookup by property name (e.g. `BrokerConfig.__getitem__`)."""
+        return cls(
+            lag_time_max_ms=int(get("replica.lag.time.max.ms")),
+            num_fetchers=int(get("num.replica.fetchers")),
+            fetch_max_bytes=int(get("replica.fetch.max.bytes")),
+            fetch_response_max_bytes=int(get("replica.fetch.response.max.bytes")),
+            fetch_wait_max_ms=int(get("replica.fetch.wait.max.ms")),
+            fetch_min_bytes=int(get("replica.fetch.min.bytes")),
+            fetch_backoff_ms=int(get("replica.fetch.backoff.ms")),
+            socket_timeout_ms=int(get("replica.socket.timeout.ms")),
+            hw_checkpoint_interval_ms=int(get("replica.high.watermark.checkpoint.interval.ms")),
+        )

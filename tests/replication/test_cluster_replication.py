@@ -1,0 +1,165 @@
+"""Replication on a real cluster (tests/cluster/harness.py: ZooKeeper and three broker
+processes) with confluent-kafka clients: what acks=all promises across a SIGKILL, what
+min.insync.replicas refuses, and what an unclean election loses."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import NewTopic
+
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import NewRecord, encode_batch
+from tests.cluster.harness import Cluster, client_config, quiet_stderr
+from tests.wire import WireClient
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with Cluster(tmp_path_factory.mktemp("replication"), size=3) as c, quiet_stderr():
+        yield c
+
+
+def create(c: Cluster, replicas: list[int], configs: dict[str, str] | None = None) -> str:
+    name = f"r-{uuid.uuid4().hex[:8]}"
+    admin = c.admin()  # held until the answer: a dropped client cancels it
+    admin.create_topics([NewTopic(name, 1, replica_assignment=[replicas],
+                                  config=configs or {})])[name].result(15)
+    c.wait_for(lambda: c.partitions(name)[0][0] == replicas[0], 15, f"leader of {name}")
+    return name
+
+
+def consume_all(c: Cluster, topic: str, expected: int, timeout: float = 30.0) -> list[bytes]:
+    consumer = Consumer(client_config(c.bootstrap, **{
+        "group.id": f"g-{uuid.uuid4().hex[:6]}", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False, "enable.partition.eof": True}))
+    consumer.assign([_tp(topic)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error() is not None:
+                if msg.error().code() == KafkaError._PARTITION_EOF and len(got) >= expected:
+                    break
+                continue
+            got.append(msg.value() or b"")
+    finally:
+        consumer.close()
+    return got
+
+
+def _tp(topic: str) -> Any:
+    from confluent_kafka import TopicPartition
+
+    return TopicPartition(topic, 0, 0)
+
+
+def raw_produce(bootstrap: str, topic: str, value: bytes, acks: int) -> int:
+    with WireClient(bootstrap) as w:
+        m = w.schema(0, 9)
+        import datetime
+
+        r = w.call(0, 9, transactional_id=None, acks=acks,
+                   timeout=datetime.timedelta(seconds=5), topic_data=(
+                       m.TopicProduceData(name=topic, partition_data=(
+                           m.PartitionProduceData(index=0, records=encode_batch(
+                               [NewRecord(value=value)])),)),))
+    return int(r.responses[0].partition_responses[0].error_code)
+
+
+def test_every_acks_all_record_survives_a_sigkill_of_the_leader(cluster: Cluster) -> None:
+    topic = create(cluster, [1, 2, 3])
+    producer = Producer(client_config(cluster.bootstrap, **{
+        "acks": "all", "enable.idempotence": True, "linger.ms": 2,
+        "message.timeout.ms": 60_000}))
+    acked: list[bytes] = []
+    ack_times: list[float] = []
+
+    def report(err: Any, msg: Any) -> None:
+        if err is None:
+            acked.append(msg.value())
+            ack_times.append(time.monotonic())
+
+    killed_at = 0.0
+    for i in range(3000):
+        producer.produce(topic, f"m{i:05d}".encode(), on_delivery=report)
+        producer.poll(0)
+        if i == 1000:
+            producer.flush(30)
+            killed_at = time.monotonic()
+            cluster.kill(1)
+        if i % 100 == 0:
+            time.sleep(0.01)
+    assert producer.flush(90) == 0
+    after = [t for t in ack_times if t > killed_at]
+    failover = after[0] - killed_at if after else float("inf")
+    print(f"first acks=all ack after the leader's SIGKILL: {failover:.2f}s")
+    got = consume_all(cluster, topic, len(acked))
+    assert len(got) == len(set(got)), "duplicates despite idempotence"
+    missing = set(acked) - set(got)
+    assert not missing, f"{len(missing)} acknowledged records lost"
+    assert len(acked) == 3000
+    cluster.start(1)
+    cluster.wait_for(lambda: set(cluster.partitions(topic)[0][2]) == {1, 2, 3}, 60,
+                     "the old leader back in the ISR")
+
+
+def test_min_insync_replicas_two_refuses_acks_all_with_two_brokers_down(
+        cluster: Cluster) -> None:
+    topic = create(cluster, [1, 2, 3], {"min.insync.replicas": "2"})
+    assert raw_produce(cluster.broker(1).bootstrap, topic, b"ok", -1) == ErrorCode.none
+    cluster.kill(2)
+    cluster.kill(3)
+    try:
+        cluster.wait_for(lambda: cluster.partitions(topic, 1)[0][2] == (1,), 30,
+                         "the ISR to shrink to the leader")
+        assert raw_produce(cluster.broker(1).bootstrap, topic, b"no", -1) == \
+            ErrorCode.not_enough_replicas
+        assert raw_produce(cluster.broker(1).bootstrap, topic, b"yes", 1) == ErrorCode.none
+    finally:
+        cluster.start(2)
+        cluster.start(3)
+    cluster.wait_for(lambda: set(cluster.partitions(topic)[0][2]) == {1, 2, 3}, 60,
+                     "the followers back in the ISR")
+    assert raw_produce(cluster.broker(1).bootstrap, topic, b"again", -1) == ErrorCode.none
+
+
+def test_unclean_election_loses_exactly_the_unreplicated_tail(cluster: Cluster) -> None:
+    """Seed 003's rack power story: the last in-sync replica dies with writes nobody
+    else has; an out-of-sync replica leads (unclean) and those writes are gone — and
+    when the old leader returns it truncates them and matches the new leader."""
+    topic = create(cluster, [1, 2, 3], {"unclean.leader.election.enable": "true"})
+    for i in range(5):
+        assert raw_produce(cluster.broker(1).bootstrap, topic, f"c{i}".encode(), -1) == 0
+    cluster.kill(2)
+    cluster.kill(3)
+    cluster.wait_for(lambda: cluster.partitions(topic, 1)[0][2] == (1,), 30, "ISR = (1,)")
+    for i in range(3):  # only broker 1 has these
+        assert raw_produce(cluster.broker(1).bootstrap, topic, f"lost{i}".encode(), 1) == 0
+    cluster.kill(1)
+    cluster.start(2)
+    cluster.start(3)
+    cluster.wait_for(lambda: cluster.partitions(topic, 2)[0][0] in (2, 3), 60,
+                     "an unclean leader")
+    leader = cluster.partitions(topic, 2)[0][0]
+    assert raw_produce(cluster.broker(leader).bootstrap, topic, b"new", 1) == 0
+    cluster.start(1)
+    cluster.wait_for(lambda: set(cluster.partitions(topic)[0][2]) == {1, 2, 3}, 60,
+                     "all back in the ISR")
+    got = consume_all(cluster, topic, 6)
+    assert got == [b"c0", b"c1", b"c2", b"c3", b"c4", b"new"]
+    files = {}
+    for node in (1, 2, 3):
+        d = cluster.broker(node).data_dir / f"{topic}-0"
+        files[node] = b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+    assert files[1] == files[leader] and files[2] == files[3]
