@@ -27,7 +27,8 @@ from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
-from odradek.replication.replica_manager import Partition, ReplicaManager
+from odradek.replication.partition import Partition
+from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
 from odradek.server.group_storage import create_group_coordinator, follow_leadership
@@ -105,6 +106,7 @@ class Broker:
         await self._bind()
         me = self._broker_info()
         self.replicas = ReplicaManager(self.logs, self.node_id)
+        self.replicas.configure(self.config.__getitem__)
         if self.zk is not None:
             from odradek.server import zk_membership
 
