@@ -163,3 +163,55 @@ def test_unclean_election_loses_exactly_the_unreplicated_tail(cluster: Cluster) 
         d = cluster.broker(node).data_dir / f"{topic}-0"
         files[node] = b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
     assert files[1] == files[leader] and files[2] == files[3]
+
+
+def test_committed_offsets_survive_a_sigkill_of_the_group_coordinator(cluster: Cluster) -> None:
+    """Commits are written to __consumer_offsets with acks=all, and the coordinator that
+    takes over loads its replica to the log end: the commit is there, and so is the
+    first consumer's leave, so the second one is not kept waiting for a ghost member
+    (it was 45 s — a session timeout — when the load stopped at a stale watermark)."""
+    topic = create(cluster, [1, 2, 3])
+    producer = Producer(client_config(cluster.bootstrap, acks="all"))
+    for i in range(20):
+        producer.produce(topic, f"m{i:02d}".encode())
+    assert producer.flush(30) == 0
+    group = f"g-{uuid.uuid4().hex[:6]}"
+
+    def consumer() -> Any:
+        c = Consumer(client_config(cluster.bootstrap, **{
+            "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False}))
+        c.subscribe([topic])
+        return c
+
+    first = consumer()
+    read: list[Any] = []
+    deadline = time.monotonic() + 30
+    while len(read) < 10 and time.monotonic() < deadline:
+        msg = first.poll(0.5)
+        if msg is not None and msg.error() is None:
+            read.append(msg)
+    assert len(read) == 10
+    first.commit(message=read[-1], asynchronous=False)
+    first.close()
+    admin = cluster.admin()  # held until the answer: a dropped client cancels it
+    described = admin.describe_consumer_groups([group])[group].result(15)
+    coordinator = described.coordinator.id
+    cluster.kill(coordinator)
+    killed_at = time.monotonic()
+    try:
+        second = consumer()
+        msg = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            msg = second.poll(0.5)
+            if msg is not None and msg.error() is None:
+                break
+        resumed = time.monotonic() - killed_at
+        print(f"\nresumed {resumed:.1f}s after the coordinator's SIGKILL")
+        second.close()
+        assert msg is not None and msg.error() is None, "nothing read after the failover"
+        assert (msg.offset(), msg.value()) == (10, b"m10")
+        assert resumed < 30, "the new coordinator waited for the member that had left"
+    finally:
+        cluster.start(coordinator)

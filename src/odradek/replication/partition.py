@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from odradek.protocol.errors import (
     ErrorCode,
     FencedLeaderEpoch,
+    KafkaError,
     NotEnoughReplicas,
     NotLeaderOrFollower,
     UnknownLeaderEpoch,
@@ -108,6 +109,34 @@ class Partition:
                         waiter.on_append(nbytes)
         self.log.maybe_flush()
         return info
+
+    async def append_committed(self, records: bytearray, timeout_s: float,
+                               origin: AppendOrigin = AppendOrigin.CLIENT) -> AppendInfo:
+        """Append and wait until every in-sync replica has it — acks=all, as Kafka's
+        group and transaction coordinators write their logs; raises what a produce
+        would answer (NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT, …)."""
+        if self.solo:
+            return self.append(records, origin)
+        self.check_enough_replicas()
+        info = self.append(records, origin)
+        waiter = DelayedProduce()
+        if self.wait_for_isr(info.last_offset + 1, waiter):
+            await waiter.wait(timeout_s)
+            code = waiter.timed_out((self.topic, self.index))
+            if code != ErrorCode.none:
+                raise KafkaError(f"{self.topic}-{self.index}: the in-sync replicas did not "
+                                 f"confirm the write: {code.name}", code)
+        return info
+
+    def read_to_log_end(self, offset: int, max_bytes: int) -> tuple[bytes, int]:
+        """(records from `offset`, the log end): how a coordinator loads its state when
+        it starts leading. Up to the log end, not the high watermark, as Kafka's loaders
+        read: a new leader's watermark trails what it already has by a fetch round, and
+        its log is the one the other replicas will match."""
+        end = self.log.log_end_offset
+        if offset >= end:
+            return b"", end
+        return self.log.read(offset, max_bytes, max_offset=end).records, end
 
     def _append_replicated(self, records: bytearray | memoryview,
                            origin: AppendOrigin) -> AppendInfo:

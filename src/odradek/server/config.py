@@ -178,6 +178,9 @@ BROKER_CONFIGS = ConfigTable(
                   why_different="A single embedded broker cannot hold 3 copies."),
         ConfigDef("offsets.topic.segment.bytes", _T.INT, 104_857_600,
                   "Segment size of __consumer_offsets.", minimum=1),
+        ConfigDef("offsets.commit.timeout.ms", _T.INT, 5000,
+                  "How long a commit (and a transaction state write) waits for every "
+                  "in-sync replica of its partition.", minimum=1),
         ConfigDef("offsets.retention.minutes", _T.INT, 10080,
                   "How long offsets of an empty group are kept.", minimum=1),
         ConfigDef("offsets.retention.check.interval.ms", _T.LONG, 600_000,

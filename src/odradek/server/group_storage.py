@@ -38,8 +38,7 @@ class BrokerOffsetsLog:
                      ) -> None:
         p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
         batch = bytearray(encode_batch([NewRecord(key=k, value=v) for k, v in records]))
-        # A single broker is the whole ISR: the append is committed when it returns.
-        p.append(batch)
+        await p.append_committed(batch, self._timeout_s())
 
     async def append_transactional(self, partition: int,
                                    records: Sequence[tuple[bytes, bytes | None]],
@@ -51,15 +50,14 @@ class BrokerOffsetsLog:
         batch = bytearray(encode_batch([NewRecord(key=k, value=v) for k, v in records],
                                        producer_id=producer_id, producer_epoch=producer_epoch,
                                        base_sequence=0, transactional=True))
-        p.append(batch, origin=AppendOrigin.COORDINATOR)
+        await p.append_committed(batch, self._timeout_s(), origin=AppendOrigin.COORDINATOR)
+
+    def _timeout_s(self) -> float:
+        return int(self.broker.config["offsets.commit.timeout.ms"]) / 1000
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
-        high_watermark = p.high_watermark
-        if offset >= high_watermark:
-            return b"", high_watermark
-        result = p.log.read(offset, max_bytes, max_offset=high_watermark)
-        return result.records, high_watermark
+        return self.broker.replicas.get(OFFSETS_TOPIC, partition).read_to_log_end(
+            offset, max_bytes)
 
     def log_start_offset(self, partition: int) -> int:
         return self.broker.replicas.get(OFFSETS_TOPIC, partition).log.log_start_offset

@@ -44,22 +44,19 @@ def fenced_code(code: ErrorCode, version: int, first_version_with_fenced: int) -
 
 
 class BrokerTxnLog:
-    """The coordinator's `TxnLog`: appends as the leader, reads up to the watermark."""
+    """The coordinator's `TxnLog`: appends as the leader (acks=all), loads up to the log end."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
     async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
         p = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
-        # A single broker is the whole ISR: the append is committed when it returns.
-        p.append(bytearray(encode_batch([NewRecord(key=key, value=value)])))
+        await p.append_committed(bytearray(encode_batch([NewRecord(key=key, value=value)])),
+                                 int(self.broker.config["offsets.commit.timeout.ms"]) / 1000)
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        p = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
-        high_watermark = p.high_watermark
-        if offset >= high_watermark:
-            return b"", high_watermark
-        return p.log.read(offset, max_bytes, max_offset=high_watermark).records, high_watermark
+        return self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition).read_to_log_end(
+            offset, max_bytes)
 
     def log_start_offset(self, partition: int) -> int:
         return self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition).log.log_start_offset

@@ -64,7 +64,7 @@ class OffsetsLog(Protocol):
         """The same, as a transactional batch of the producer (TxnOffsetCommit)."""
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        """(whole record batches from `offset`, the high watermark)."""
+        """(whole record batches from `offset`, the log end)."""
 
     def log_start_offset(self, partition: int) -> int: ...
 

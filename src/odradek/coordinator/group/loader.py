@@ -1,6 +1,6 @@
 """Rebuild a partition's groups from `__consumer_offsets`, as a new leader does.
 
-The partition is read from its log start to its high watermark; the last record for a
+The partition is read from its log start to its log end (as Kafka loads); the last record for a
 key wins and a tombstone removes it, exactly what compaction will leave behind, so a
 compacted and an uncompacted log load the same groups. The reads yield to the event
 loop between chunks: a large partition does not stall the broker.
@@ -45,8 +45,8 @@ async def replay(offsets_log: OffsetsLog, partition: int, coordinator: GroupCoor
     pending: dict[int, dict[str, dict[tuple[str, int], OffsetAndMetadata]]] = {}
     position = offsets_log.log_start_offset(partition)
     while True:
-        data, high_watermark = offsets_log.read(partition, position, CHUNK_BYTES)
-        if position >= high_watermark or not data:
+        data, log_end = offsets_log.read(partition, position, CHUNK_BYTES)
+        if position >= log_end or not data:
             break
         for batch in decode_batches(data):
             position = batch.last_offset + 1

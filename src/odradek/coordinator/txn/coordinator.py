@@ -61,7 +61,7 @@ class TxnLog(Protocol):
         """Append as the leader; returns once committed (raises KafkaError)."""
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        """(whole record batches from `offset`, the high watermark)."""
+        """(whole record batches from `offset`, the log end)."""
 
     def log_start_offset(self, partition: int) -> int: ...
 

@@ -1,6 +1,6 @@
 """Rebuild a partition's transactional ids from `__transaction_state`, as a new leader does.
 
-The partition is read from its log start to its high watermark; the last record for a
+The partition is read from its log start to its log end (as Kafka loads); the last record for a
 transactional id wins and a tombstone removes it — what compaction leaves behind, so
 a compacted and an uncompacted log load the same state. Reads yield to the event loop
 between chunks.
@@ -28,8 +28,8 @@ async def replay(txn_log: TxnLog, partition: int) -> dict[str, TransactionMetada
     found: dict[str, TransactionMetadata] = {}
     position = txn_log.log_start_offset(partition)
     while True:
-        data, high_watermark = txn_log.read(partition, position, CHUNK_BYTES)
-        if position >= high_watermark or not data:
+        data, log_end = txn_log.read(partition, position, CHUNK_BYTES)
+        if position >= log_end or not data:
             break
         for batch in decode_batches(data):
             position = batch.last_offset + 1
