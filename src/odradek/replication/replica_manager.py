@@ -132,9 +132,10 @@ class ReplicaManager:
                              info.leader_epoch, was, list(info.isr))
             elif info.partition_epoch != p.partition_epoch or info.isr != p.isr:
                 p.update_state(info)
-            if not p.solo:
-                p.maybe_advance_high_watermark()
-                p.complete_produces()
+            # also when the ISR just shrank to this broker alone: what the others had
+            # not confirmed is committed now, and acks=all waiters get their answer
+            p.maybe_advance_high_watermark()
+            p.complete_produces()
             return
         # not the leader: follow whoever is
         if p.is_leader or p.leader != info.leader or p.leader_epoch != info.leader_epoch:
@@ -187,14 +188,15 @@ class ReplicaManager:
         if info is None:
             log.info("%s-%d: ISR change to %s lost; waiting for the new state", p.topic,
                      p.index, list(new_isr))
-        elif p.is_leader and info.leader_epoch == p.leader_epoch:
+        elif (p.is_leader and info.leader_epoch == p.leader_epoch
+              and info.partition_epoch > p.partition_epoch):
+            # only if newer: the watch may already have brought a later state (the
+            # controller's own ISR change) before this answer got back to the loop
             p.update_state(info)
         p._update_solo()
-        if p.is_leader and not p.solo:
+        if p.is_leader:
             p.maybe_advance_high_watermark()
             p.complete_produces()
-        elif p.solo:
-            p.maybe_advance_high_watermark()
 
     def _start_background(self) -> None:
         loop = asyncio.get_running_loop()

@@ -15,6 +15,7 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 
 def _partition(schema: Any, topic: TopicInfo, p: PartitionInfo, ctx: RequestContext) -> Any:
     offline = p.offline_replicas
+    isr = p.isr
     leader = p.leader
     error = ErrorCode.none
     local = ctx.broker.replicas.partitions.get((topic.name, p.partition))
@@ -22,6 +23,7 @@ def _partition(schema: Any, topic: TopicInfo, p: PartitionInfo, ctx: RequestCont
         # this broker's copy sits on a failed log dir: as Kafka reports an offline
         # partition, with no leader, so clients stop sending to it
         offline = (*offline, ctx.broker.node_id)
+        isr = tuple(r for r in isr if r != ctx.broker.node_id)
         if leader == ctx.broker.node_id:
             leader, error = -1, ErrorCode.kafka_storage_error
     return build(
@@ -31,7 +33,10 @@ def _partition(schema: Any, topic: TopicInfo, p: PartitionInfo, ctx: RequestCont
         leader_id=leader,
         leader_epoch=p.leader_epoch,
         replica_nodes=p.replicas,
-        isr_nodes=tuple(r for r in p.isr if r not in offline),
+        # the ISR as the partition state says, dead brokers included until the
+        # controller removes them (as Kafka): it is what acks=all and
+        # min.insync.replicas go by; offline_replicas tells who is down
+        isr_nodes=isr,
         offline_replicas=offline,
     )
 
