@@ -215,3 +215,46 @@ def test_committed_offsets_survive_a_sigkill_of_the_group_coordinator(cluster: C
         assert resumed < 30, "the new coordinator waited for the member that had left"
     finally:
         cluster.start(coordinator)
+
+
+def test_a_transaction_over_partitions_led_by_three_brokers(cluster: Cluster) -> None:
+    """The transaction coordinator writes the markers of partitions other brokers lead
+    with WriteTxnMarkers: commits become readable everywhere, aborts nowhere."""
+    cluster.wait_formed()
+    topic = f"tx-{uuid.uuid4().hex[:8]}"
+    admin = cluster.admin()  # held until the answer: a dropped client cancels it
+    admin.create_topics([NewTopic(topic, 3, replica_assignment=[
+        [1, 2, 3], [2, 3, 1], [3, 1, 2]])])[topic].result(15)
+    cluster.wait_for(lambda: [v[0] for _, v in sorted(cluster.partitions(topic).items())]
+                     == [1, 2, 3], 15, "a leader per broker")
+    producer = Producer(client_config(cluster.bootstrap, **{
+        "transactional.id": f"t-{topic}", "transaction.timeout.ms": 30_000}))
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for p in range(3):
+            producer.produce(topic, f"{outcome}-{p}".encode(), partition=p)
+        if outcome == "commit":
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    from confluent_kafka import TopicPartition
+
+    consumer = Consumer(client_config(cluster.bootstrap, **{
+        "group.id": f"g-{topic}", "isolation.level": "read_committed",
+        "enable.partition.eof": True, "enable.auto.commit": False}))
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+    got: list[bytes] = []
+    at_end: set[int] = set()
+    deadline = time.monotonic() + 30
+    while len(at_end) < 3 and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            if msg.error().code() == KafkaError._PARTITION_EOF:
+                at_end.add(msg.partition())
+            continue
+        got.append(msg.value() or b"")
+    consumer.close()
+    assert sorted(got) == sorted([f"commit-{p}".encode() for p in range(3)] * 2)

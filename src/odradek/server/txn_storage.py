@@ -3,9 +3,10 @@
 The coordinator (coordinator/txn) knows no broker; this adapter gives it
 - the `__transaction_state` partitions through the replica manager, created on the
   first FindCoordinator for a transactional id, as Kafka does;
-- a `MarkerWriter` that appends COMMIT/ABORT markers as the partitions' leader. With
-  one broker that is a local append (`LocalMarkers`, also what WriteTxnMarkers runs);
-  a cluster would send WriteTxnMarkers to the other leaders behind the same interface.
+- a `MarkerWriter` that appends COMMIT/ABORT markers as the partitions' leader: a local
+  append for the partitions this broker leads (`LocalMarkers.write`, also what
+  WriteTxnMarkers runs), WriteTxnMarkers to the other leaders in a cluster
+  (txn_markers.py).
 A marker written to a `__consumer_offsets` partition also tells the group
 coordinator, which makes the transaction's offsets visible or drops them.
 """
@@ -24,6 +25,7 @@ from odradek.coordinator.txn import (
 from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExists
 from odradek.protocol.records import NewRecord, encode_batch
 from odradek.server.group_storage import OFFSETS_TOPIC
+from odradek.server.txn_markers import RemoteMarkers, split_by_leader
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -66,10 +68,12 @@ class BrokerTxnLog:
 
 
 class LocalMarkers:
-    """Markers appended by this broker as the leader of each partition."""
+    """Markers appended by this broker as the leader of each partition, and sent to
+    the other partitions' leaders (WriteTxnMarkers) in a cluster."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.remote = RemoteMarkers(broker)
 
     def write(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
               commit: bool, tp: TopicPartition) -> ErrorCode:
@@ -88,8 +92,14 @@ class LocalMarkers:
                             coordinator_epoch: int, commit: bool,
                             partitions: Iterable[TopicPartition]
                             ) -> dict[TopicPartition, ErrorCode]:
-        return {tp: self.write(producer_id, producer_epoch, coordinator_epoch, commit, tp)
-                for tp in partitions}
+        local, remote = split_by_leader(partitions, self.broker.node_id,
+                                        self.remote.leader_of)
+        out = {tp: self.write(producer_id, producer_epoch, coordinator_epoch, commit, tp)
+               for tp in local}
+        if remote:
+            out.update(await self.remote.write(producer_id, producer_epoch,
+                                               coordinator_epoch, commit, remote))
+        return out
 
 
 class BrokerTransactions:
@@ -108,6 +118,7 @@ class BrokerTransactions:
 
     def stop(self) -> None:
         self.coordinator.stop()
+        self.markers.remote.close()
 
     def ensure_topic(self) -> bool:
         """Create `__transaction_state` if it is missing; False when that failed."""
@@ -196,6 +207,11 @@ class BrokerTransactions:
         if transactional_id is None:
             return ErrorCode.invalid_txn_state
         code = self.coordinator.verify(transactional_id, producer_id, epoch, tp)
+        if code == ErrorCode.not_coordinator:
+            # the id's coordinator is another broker: Kafka asks it over the inter-broker
+            # channel (AddPartitionsToTxn verifyOnly, KIP-890); we accept the batch, as
+            # Kafka did before 3.6 — the coordinator still fences old epochs at EndTxn
+            return ErrorCode.none
         if code == ErrorCode.producer_fenced:
             return ErrorCode.invalid_producer_epoch
         if code in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available,
