@@ -9,7 +9,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 
 from tests.clients.test_confluent_kafka import create_topic
 from tests.conftest import BrokerProcess
-from tests.lifecycle.test_broker_retention import broker, wait_for  # noqa: F401
+from tests.lifecycle.test_broker_retention import (  # noqa: F401
+    broker,
+    segment_bytes,
+    wait_for,
+)
 
 KV = tuple[bytes, bytes | None]
 
@@ -68,7 +72,7 @@ def table(records: list[KV]) -> dict[bytes, bytes]:
 
 
 def log_bytes(broker: BrokerProcess, topic: str) -> int:  # noqa: F811
-    return sum(f.stat().st_size for f in (broker.data_dir / f"{topic}-0").glob("*.log"))
+    return segment_bytes(broker.data_dir / f"{topic}-0")
 
 
 def test_a_compacted_topic_rebuilds_the_same_table_from_the_start(
@@ -184,10 +188,10 @@ def test_consumer_offsets_is_compacted_and_keeps_the_last_commit(tmp_path: Path,
         for offset in range(1, 301):
             c.commit(offsets=[TopicPartition(topic_name, 0, offset)], asynchronous=False)
         offsets_dir = b.data_dir / "__consumer_offsets-0"
-        written = sum(f.stat().st_size for f in offsets_dir.glob("*.log"))
+        written = segment_bytes(offsets_dir)
 
         def compacted() -> bool:
-            size = sum(f.stat().st_size for f in offsets_dir.glob("*.log"))
+            size = segment_bytes(offsets_dir)
             return size < written / 3
 
         wait_for(compacted, what="__consumer_offsets compaction", timeout=30)
