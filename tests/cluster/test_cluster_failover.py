@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from tests.cluster.harness import Cluster, client_config, quiet_stderr
@@ -162,6 +162,9 @@ def test_unclean_election_waits_for_the_last_in_sync_replica_unless_enabled(
     cluster.wait_for(lambda: 3 in {n.id for n in cluster.describe(1).nodes}, 20)
     time.sleep(2)  # the controller had every chance to elect 3: it must not
     assert cluster.partitions(name, 1)[0][0] == -1
+    admin = cluster.admin(1)
+    error = admin.list_topics(name, timeout=5).topics[name].partitions[0].error
+    assert error is not None and error.code() == KafkaError.LEADER_NOT_AVAILABLE
     # with unclean election on, the out-of-sync replica takes over
     set_topic_config(cluster, name, "unclean.leader.election.enable", "true")
     cluster.wait_for(lambda: cluster.partitions(name, 1)[0][0] == 3, 20, "unclean leader 3")

@@ -26,6 +26,8 @@ def _partition(schema: Any, topic: TopicInfo, p: PartitionInfo, ctx: RequestCont
         isr = tuple(r for r in isr if r != ctx.broker.node_id)
         if leader == ctx.broker.node_id:
             leader, error = -1, ErrorCode.kafka_storage_error
+    if leader < 0 and error == ErrorCode.none:
+        error = ErrorCode.leader_not_available  # no live replica may lead right now
     return build(
         schema.MetadataResponsePartition,
         error_code=error,
