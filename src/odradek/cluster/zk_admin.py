@@ -171,7 +171,7 @@ def request_reassignment(zk: ZkSession, image: MetadataImage,
     """
     for (topic, partition), replicas in moves.items():
         info = image.topics.get(topic)
-        if info is None or partition >= len(info.partitions):
+        if info is None or not 0 <= partition < len(info.partitions):
             raise UnknownTopicOrPartition(f"{topic}-{partition} does not exist.")
         if replicas is not None:
             rules.check_assignment([replicas], None, _racks(image) | {

@@ -81,25 +81,30 @@ def create_group_coordinator(broker: Broker) -> GroupCoordinator:
 
 def ensure_offsets_topic(broker: Broker) -> bool:
     """Create `__consumer_offsets` if it is missing; False when that failed."""
-    if OFFSETS_TOPIC in broker.controller.image.topics:
-        return True
     config = broker.config
+    return ensure_internal_topic(
+        broker, OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
+        int(config["offsets.topic.replication.factor"]),
+        {"cleanup.policy": "compact",
+         "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+         "compression.type": "producer"})
+
+
+def ensure_internal_topic(broker: Broker, name: str, partitions: int, replication: int,
+                          configs: dict[str, str]) -> bool:
+    """Create an internal topic if it is missing; False when that failed (or must wait:
+    in a cluster, until enough brokers are alive for its replication factor)."""
+    if name in broker.controller.image.topics:
+        return True
     try:
-        broker.controller.create_internal_topic(
-            OFFSETS_TOPIC,
-            int(config["offsets.topic.num.partitions"]),
-            int(config["offsets.topic.replication.factor"]),
-            {"cleanup.policy": "compact",
-             "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-             "compression.type": "producer"},
-        )
+        broker.controller.create_internal_topic(name, partitions, replication, configs)
     except TopicAlreadyExists:
         return True
     except KafkaError as e:
         if e.code == ErrorCode.coordinator_not_available:  # waiting for brokers: expected
-            log.info("not creating %s yet: %s", OFFSETS_TOPIC, e)
+            log.info("not creating %s yet: %s", name, e)
         else:
-            log.exception("could not create %s", OFFSETS_TOPIC)
+            log.exception("could not create %s", name)
         return False
     return True
 

@@ -40,7 +40,7 @@ class RemoteMarkers:
     def leader_of(self, tp: TopicPartition) -> int:
         """The partition's leader; -1 while it has none, -2 for no such partition."""
         topic = self.broker.controller.image.topics.get(tp[0])
-        if topic is None or tp[1] >= len(topic.partitions):
+        if topic is None or not 0 <= tp[1] < len(topic.partitions):
             return UNKNOWN
         return topic.partitions[tp[1]].leader
 

@@ -22,9 +22,9 @@ from odradek.coordinator.txn import (
     TransactionCoordinator,
     TxnConfig,
 )
-from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExists
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import NewRecord, encode_batch
-from odradek.server.group_storage import OFFSETS_TOPIC
+from odradek.server.group_storage import OFFSETS_TOPIC, ensure_internal_topic
 from odradek.server.txn_markers import RemoteMarkers, split_by_leader
 
 if TYPE_CHECKING:
@@ -122,30 +122,16 @@ class BrokerTransactions:
 
     def ensure_topic(self) -> bool:
         """Create `__transaction_state` if it is missing; False when that failed."""
-        broker = self.broker
-        if TRANSACTION_STATE_TOPIC in broker.controller.image.topics:
-            return True
-        config = broker.config
-        try:
-            broker.controller.create_internal_topic(
-                TRANSACTION_STATE_TOPIC,
-                int(config["transaction.state.log.num.partitions"]),
-                int(config["transaction.state.log.replication.factor"]),
-                {"cleanup.policy": "compact",
-                 "compression.type": "uncompressed",
-                 "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
-                 "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-                 "unclean.leader.election.enable": "false"},
-            )
-        except TopicAlreadyExists:
-            return True
-        except KafkaError as e:
-            if e.code == ErrorCode.coordinator_not_available:  # waiting for brokers: expected
-                log.info("not creating %s yet: %s", TRANSACTION_STATE_TOPIC, e)
-            else:
-                log.exception("could not create %s", TRANSACTION_STATE_TOPIC)
-            return False
-        return True
+        config = self.broker.config
+        return ensure_internal_topic(
+            self.broker, TRANSACTION_STATE_TOPIC,
+            int(config["transaction.state.log.num.partitions"]),
+            int(config["transaction.state.log.replication.factor"]),
+            {"cleanup.policy": "compact",
+             "compression.type": "uncompressed",
+             "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+             "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+             "unclean.leader.election.enable": "false"})
 
     def follow_leadership(self) -> None:
         """Tell the coordinator which `__transaction_state` partitions we lead now."""

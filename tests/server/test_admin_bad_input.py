@@ -1,0 +1,72 @@
+"""Bad input to the partition admin APIs and OffsetForLeaderEpoch, on a real broker:
+each partition gets Kafka's error code, nothing changes, and the broker keeps serving."""
+
+from __future__ import annotations
+
+import datetime
+
+from odradek.protocol.errors import ErrorCode
+from tests.clients.test_confluent_kafka import create_topic
+from tests.conftest import BrokerProcess
+from tests.wire import WireClient
+
+TIMEOUT = datetime.timedelta(seconds=5)
+
+
+def test_reassignments_elections_and_epochs_refuse_what_does_not_exist(
+        broker: BrokerProcess, topic_name: str) -> None:
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    with WireClient(broker.bootstrap) as w:
+        m = w.schema(45, 0)
+        r = w.call(45, 0, timeout=TIMEOUT, topics=(
+            m.ReassignableTopic(name=topic_name, partitions=(
+                m.ReassignablePartition(partition_index=-1, replicas=(1,)),
+                m.ReassignablePartition(partition_index=7, replicas=(1,)),
+                m.ReassignablePartition(partition_index=0, replicas=()),
+                m.ReassignablePartition(partition_index=0, replicas=(999,)),
+                m.ReassignablePartition(partition_index=0, replicas=None))),
+            m.ReassignableTopic(name="no-such-topic", partitions=(
+                m.ReassignablePartition(partition_index=0, replicas=(1,)),))))
+        got = [ErrorCode(p.error_code) for t in r.responses for p in t.partitions]
+        assert got[:2] == [ErrorCode.unknown_topic_or_partition] * 2
+        assert got[2] == got[3] == ErrorCode.invalid_replica_assignment
+        assert got[4] == ErrorCode.no_reassignment_in_progress
+        assert got[5] == ErrorCode.unknown_topic_or_partition
+
+        m = w.schema(46, 0)
+        r = w.call(46, 0, timeout=TIMEOUT, topics=(m.ListPartitionReassignmentsTopics(
+            name="no-such-topic", partition_indexes=(0, -1)),))
+        assert ErrorCode(r.error_code) == ErrorCode.none and r.topics == ()
+
+        m = w.schema(43, 2)
+        r = w.call(43, 2, election_type=0, timeout=TIMEOUT, topic_partitions=(
+            m.TopicPartitions(topic=topic_name, partitions=(0, -1, 9)),
+            m.TopicPartitions(topic="no-such-topic", partitions=(0,))))
+        got = {(t.topic, p.partition_id): ErrorCode(p.error_code)
+               for t in r.replica_election_results for p in t.partition_result}
+        assert got == {(topic_name, 0): ErrorCode.election_not_needed,
+                       (topic_name, -1): ErrorCode.unknown_topic_or_partition,
+                       (topic_name, 9): ErrorCode.unknown_topic_or_partition,
+                       ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
+
+        m = w.schema(23, 4)
+        r = w.call(23, 4, replica_id=-1, topics=(
+            m.OffsetForLeaderTopic(topic=topic_name, partitions=(
+                m.OffsetForLeaderPartition(partition=-1, current_leader_epoch=-1,
+                                           leader_epoch=0),
+                m.OffsetForLeaderPartition(partition=0, current_leader_epoch=99,
+                                           leader_epoch=0))),
+            m.OffsetForLeaderTopic(topic="no-such-topic", partitions=(
+                m.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1,
+                                           leader_epoch=0),))))
+        got = {(t.topic, p.partition): ErrorCode(p.error_code)
+               for t in r.topics for p in t.partitions}
+        assert got == {(topic_name, -1): ErrorCode.unknown_topic_or_partition,
+                       (topic_name, 0): ErrorCode.unknown_leader_epoch,
+                       ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}
+
+        # nothing moved, and the broker still answers
+        md = w.call(3, 12, topics=None, allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False)
+        (t,) = [t for t in md.topics if t.name == topic_name]
+        assert [tuple(p.replica_nodes) for p in t.partitions] == [(1,)]
