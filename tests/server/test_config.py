@@ -77,3 +77,37 @@ def test_java_properties_continuations(tmp_path: Path) -> None:
     f = tmp_path / "p.properties"
     f.write_text("a=1\\\n  ,2\n! bang comment\nb: x y\n")
     assert read_properties(f) == {"a": "1,2", "b": "x y"}
+
+
+@pytest.mark.parametrize("listener", [
+    "SASL_SSL://127.0.0.1:9093", "SSL://127.0.0.1:9093", "SASL_PLAINTEXT://127.0.0.1:9093",
+])
+def test_a_listener_of_a_protocol_not_served_stops_the_start(listener: str) -> None:
+    with pytest.raises(ConfigError, match="refusing to serve it unsecured"):
+        BrokerConfig.load(environ={}, overrides={"listeners": listener})
+
+
+def test_a_custom_listener_name_takes_its_protocol_from_the_map() -> None:
+    config = BrokerConfig.load(environ={}, overrides={
+        "listeners": "INTERNAL://127.0.0.1:9092",
+        "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
+    assert config.security_protocol("INTERNAL") == "PLAINTEXT"
+    with pytest.raises(ConfigError, match="uses SASL_SSL"):
+        BrokerConfig.load(environ={}, overrides={
+            "listeners": "INTERNAL://127.0.0.1:9092",
+            "listener.security.protocol.map": "INTERNAL:SASL_SSL"})
+    with pytest.raises(ConfigError, match="No security protocol defined for listener INTERNAL"):
+        BrokerConfig.load(environ={}, overrides={"listeners": "INTERNAL://127.0.0.1:9092"})
+
+
+@pytest.mark.parametrize("name,value", [
+    ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+    ("ssl.keystore.location", "/etc/kafka/broker.p12"),
+    ("listener.name.sasl_ssl.plain.sasl.jaas.config", "x"),
+    ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
+    ("super.users", "User:admin"),
+    ("max.connections.per.ip", "10"),
+])
+def test_a_security_property_not_honoured_stops_the_start(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name.replace(".", r"\.") + " is not supported"):
+        BrokerConfig.load(environ={}, overrides={name: value})

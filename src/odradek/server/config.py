@@ -250,12 +250,43 @@ class Listener:
     host: str
     port: int
 
-    @property
-    def security_protocol(self) -> str:
-        return self.name if self.name in _PROTOCOLS else "PLAINTEXT"
 
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# What this broker can serve today. A listener of any other protocol is refused at start-up:
+# serving plaintext on a port the user declared SASL_SSL would be a silent hole.
+SERVED_PROTOCOLS = ("PLAINTEXT",)
+
+# Properties that secure a broker. None is honoured yet, so each is refused rather than
+# ignored: a user who sets one asked for a protection they would not get.
+_SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "authorizer.", "quota.",
+                      "delegation.token.", "password.encoder.", "principal.builder.",
+                      "connection.failed.authentication.", "client.quota.")
+_SECURITY_NAMES = frozenset({
+    "super.users", "allow.everyone.if.no.acl.found", "security.inter.broker.protocol",
+    "inter.broker.listener.name", "control.plane.listener.name",
+    "connections.max.reauth.ms", "max.connections", "max.connections.per.ip",
+    "max.connections.per.ip.overrides", "max.connection.creation.rate",
+    "producer.byte.rate", "consumer.byte.rate", "request.percentage",
+})
+
+
+def is_security_property(name: str) -> bool:
+    return name in _SECURITY_NAMES or name.startswith(_SECURITY_PREFIXES)
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """`listener.security.protocol.map`: `NAME:PROTOCOL,…` as Kafka writes it."""
+    out: dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip() or protocol not in _PROTOCOLS:
+            raise ConfigError(
+                f"Invalid value {item} in listener.security.protocol.map: expected "
+                f"NAME:PROTOCOL with PROTOCOL one of {', '.join(_PROTOCOLS)}")
+        out[name.strip().upper()] = protocol
+    return out
 _LISTENER = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)://(\[[^\]]*\]|[^:]*):(\d+)$")
 
 
@@ -324,6 +355,10 @@ class BrokerConfig:
         parsed: dict[str, Any] = {d.name: d.default for d in BROKER_CONFIGS}
         for name, value in raw.items():
             if name not in BROKER_CONFIGS:
+                if is_security_property(name):
+                    raise ConfigError(
+                        f"{name} is not supported: this broker serves no TLS, SASL, ACLs "
+                        "or quotas yet, and will not run without a protection you asked for")
                 log.warning("ignoring unknown broker property %s", name)
                 continue
             parsed[name] = BROKER_CONFIGS[name].parse(value)
@@ -332,8 +367,19 @@ class BrokerConfig:
         return config
 
     def _check(self) -> None:
-        for text in self.listeners_raw:
-            parse_listener(text)
+        protocols = self.security_protocols
+        for listener in self.listeners + self.advertised_listeners:
+            if listener.name not in protocols:
+                raise ConfigError(
+                    f"No security protocol defined for listener {listener.name}: add it to "
+                    "listener.security.protocol.map")
+        for listener in self.listeners:
+            protocol = protocols[listener.name]
+            if protocol not in SERVED_PROTOCOLS:
+                raise ConfigError(
+                    f"listener {listener.name}://{listener.host}:{listener.port} uses "
+                    f"{protocol}, which this broker cannot serve yet (only "
+                    f"{', '.join(SERVED_PROTOCOLS)}): refusing to serve it unsecured")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
 
@@ -366,6 +412,13 @@ class BrokerConfig:
         if broker_id is not None and broker_id >= 0 and "node.id" not in self.explicit:
             return int(broker_id)
         return int(self._values["node.id"])
+
+    @property
+    def security_protocols(self) -> dict[str, str]:
+        return parse_protocol_map(str(self._values["listener.security.protocol.map"]))
+
+    def security_protocol(self, listener_name: str) -> str:
+        return self.security_protocols[listener_name]
 
     @property
     def listeners_raw(self) -> list[str]:
