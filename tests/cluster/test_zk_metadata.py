@@ -61,7 +61,7 @@ def test_topic_created_through_one_broker_is_seen_by_all_with_spread_leaders(
         zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
-        created = nodes[1].store.create_topic("orders", 3, 3)
+        created = await nodes[1].store.create_topic("orders", 3, 3)
         assert "orders" in nodes[1].image.topics  # its own image shows it at once
         for n in nodes:
             assert await n.store.settle(["orders"], timeout_s=10)
@@ -71,9 +71,9 @@ def test_topic_created_through_one_broker_is_seen_by_all_with_spread_leaders(
         leaders = {p.leader for p in nodes[0].image.topics["orders"].partitions}
         assert leaders == {1, 2, 3}
         with pytest.raises(TopicAlreadyExists):
-            nodes[2].store.create_topic("orders", 1, 1)
+            await nodes[2].store.create_topic("orders", 1, 1)
         with pytest.raises(InvalidReplicationFactor):
-            nodes[2].store.create_topic("too-many", 1, 4)
+            await nodes[2].store.create_topic("too-many", 1, 4)
 
     run(zk, scenario)
 
@@ -81,7 +81,7 @@ def test_topic_created_through_one_broker_is_seen_by_all_with_spread_leaders(
 def test_znodes_are_laid_out_as_kafka_does(zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], connect: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
-        nodes[0].store.create_topic("layout", 2, 2, configs={"retention.ms": "1000"})
+        await nodes[0].store.create_topic("layout", 2, 2, configs={"retention.ms": "1000"})
         await nodes[0].store.settle(["layout"], timeout_s=10)
         z = nodes[0].session
         assert sorted(z.children(zd.BROKER_IDS)) == ["1", "2", "3"]
@@ -95,7 +95,7 @@ def test_znodes_are_laid_out_as_kafka_does(zk: ZooKeeperProcess) -> None:
         assert controller["brokerid"] == active_controller(nodes).node_id  # type: ignore[union-attr]
         assert int(z.get("/controller_epoch")[0]) >= 1  # type: ignore[index]
         assert json.loads(z.get("/cluster/id")[0])["id"] == "test-cluster"  # type: ignore[index]
-        nodes[1].store.set_topic_configs("layout", {"retention.ms": "2000"})
+        await nodes[1].store.set_topic_configs("layout", {"retention.ms": "2000"})
         changes = z.children(zd.CONFIG_CHANGES)
         assert any(c.startswith("config_change_") for c in changes)
 
@@ -105,7 +105,7 @@ def test_znodes_are_laid_out_as_kafka_does(zk: ZooKeeperProcess) -> None:
 def test_broker_loss_moves_leadership_and_shrinks_isr(zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
-        nodes[0].store.create_topic("loss", 3, 3)
+        await nodes[0].store.create_topic("loss", 3, 3)
         for n in nodes:  # each learns of it through its own watches
             assert await n.store.settle(["loss"], timeout_s=10)
         victim = next(n for n in nodes if n is not active_controller(nodes))
@@ -138,7 +138,7 @@ def test_controller_failover_bumps_the_epoch(zk: ZooKeeperProcess) -> None:
         assert second.store.controller.ctx.epoch == epoch + 1  # type: ignore[union-attr]
         await until(lambda: rest[0].image.controller_id == second.node_id, 5)
         # the new controller does the work: a topic created now gets leaders
-        rest[0].store.create_topic("after-failover", 2, 2)
+        await rest[0].store.create_topic("after-failover", 2, 2)
         assert await rest[1].store.settle(["after-failover"], timeout_s=10)
 
     run(zk, scenario)
@@ -148,26 +148,26 @@ def test_delete_topic_configs_partitions_and_producer_ids(zk: ZooKeeperProcess) 
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
         a, b, c = nodes
-        a.store.create_topic("gone", 2, 2)
+        await a.store.create_topic("gone", 2, 2)
         for n in nodes:
             assert await n.store.settle(["gone"], timeout_s=10)
-        b.store.set_topic_configs("gone", {"retention.ms": "5000"})
+        await b.store.set_topic_configs("gone", {"retention.ms": "5000"})
         await until(lambda: c.image.topics["gone"].configs == {"retention.ms": "5000"}, 5)
-        c.store.create_partitions("gone", 4)
+        await c.store.create_partitions("gone", 4)
         assert len(c.image.topics["gone"].partitions) == 4
         assert await c.store.settle(["gone"], timeout_s=10)
         await until(lambda: len(a.image.topics["gone"].partitions) == 4, 5)
-        b.store.set_broker_configs({"log.retention.ms": "60000"})
+        await b.store.set_broker_configs({"log.retention.ms": "60000"})
         await until(lambda: a.image.broker_configs == {"log.retention.ms": "60000"}, 5)
-        c.store.delete_topic("gone")
+        await c.store.delete_topic("gone")
         for n in nodes:
             assert await n.store.settle(deleted=["gone"], timeout_s=10)
         with pytest.raises(UnknownTopicOrPartition):
-            a.store.delete_topic("gone")
+            await a.store.delete_topic("gone")
         assert a.session.exists("/brokers/topics/gone") is None
         assert a.session.exists("/config/topics/gone") is None
-        a.store.create_topic("gone", 1, 1)  # the name can be used again
-        ids = [n.store.allocate_producer_id() for n in nodes for _ in range(3)]
+        await a.store.create_topic("gone", 1, 1)  # the name can be used again
+        ids = [await n.store.allocate_producer_id() for n in nodes for _ in range(3)]
         assert len(set(ids)) == 9
 
     run(zk, scenario)
@@ -176,7 +176,7 @@ def test_delete_topic_configs_partitions_and_producer_ids(zk: ZooKeeperProcess) 
 def test_isr_update_by_a_leader_is_seen_by_every_broker(zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
-        nodes[0].store.create_topic("isr", 1, 3)
+        await nodes[0].store.create_topic("isr", 1, 3)
         await nodes[0].store.settle(["isr"], timeout_s=10)
         p = nodes[0].image.topics["isr"].partitions[0]
         path = zd.partition_state_path("isr", 0)
@@ -198,7 +198,7 @@ def test_unclean_election_only_when_enabled(zk: ZooKeeperProcess) -> None:
         controller: Node = await until(lambda: active_controller(nodes), what="a controller")
         others = [n for n in nodes if n is not controller]
         leader, follower = others
-        controller.store.create_topic(
+        await controller.store.create_topic(
             "rack-power", assignments={0: [leader.node_id, follower.node_id]})
         await controller.store.settle(["rack-power"], timeout_s=10)
         p = controller.image.topics["rack-power"].partitions[0]
@@ -213,7 +213,7 @@ def test_unclean_election_only_when_enabled(zk: ZooKeeperProcess) -> None:
         await asyncio.sleep(1.0)
         offline = controller.image.topics["rack-power"].partitions[0]
         assert offline.leader == -1 and offline.isr == (leader.node_id,)
-        controller.store.set_topic_configs("rack-power",
+        await controller.store.set_topic_configs("rack-power",
                                            {"unclean.leader.election.enable": "true"})
         await until(lambda: controller.image.topics["rack-power"].partitions[0].leader
                     == follower.node_id, 10, "the unclean leader")
@@ -227,9 +227,9 @@ def test_reassignment_grows_waits_for_isr_moves_leader_and_shrinks(
     async def scenario(nodes: list[Node], _: str) -> None:
         controller: Node = await until(lambda: active_controller(nodes), what="a controller")
         a = controller.store
-        a.create_topic("move", assignments={0: [1, 2]})
+        await a.create_topic("move", assignments={0: [1, 2]})
         await a.settle(["move"], timeout_s=10)
-        a.alter_reassignments({("move", 0): [3, 2]})
+        await a.alter_reassignments({("move", 0): [3, 2]})
 
         def grown() -> bool:
             p = a.image.topics["move"].partitions[0]
@@ -237,7 +237,7 @@ def test_reassignment_grows_waits_for_isr_moves_leader_and_shrinks(
                 and p.removing_replicas == (1,)
 
         await until(grown, 10, "the grown replica set")
-        assert ("move", 0) in a.list_reassignments()
+        assert ("move", 0) in await a.list_reassignments()
         # the leader (1) sees 3 catch up and adds it to the ISR, with a notification
         p = a.image.topics["move"].partitions[0]
         controller.session.set(zd.partition_state_path("move", 0), zd.encode_state(
@@ -252,7 +252,7 @@ def test_reassignment_grows_waits_for_isr_moves_leader_and_shrinks(
                 and not p.adding_replicas
         await until(done, 10, "the reassignment to complete")
         assert controller.session.exists(zd.REASSIGN_PARTITIONS) is None
-        assert a.list_reassignments() == {}
+        assert await a.list_reassignments() == {}
 
     run(zk, scenario)
 
@@ -261,7 +261,7 @@ def test_preferred_election_and_auto_rebalance(zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], _: str) -> None:
         controller: Node = await until(lambda: active_controller(nodes), what="a controller")
         a = controller.store
-        a.create_topic("pref", assignments={0: [1, 2], 1: [2, 1]})
+        await a.create_topic("pref", assignments={0: [1, 2], 1: [2, 1]})
         await a.settle(["pref"], timeout_s=10)
 
         def move_leader(index: int, leader: int) -> None:
@@ -272,7 +272,7 @@ def test_preferred_election_and_auto_rebalance(zk: ZooKeeperProcess) -> None:
 
         move_leader(0, 2)
         await until(lambda: a.image.topics["pref"].partitions[0].leader == 2, 5)
-        a.elect_preferred_leaders([("pref", 0)])
+        await a.elect_preferred_leaders([("pref", 0)])
         await until(lambda: a.image.topics["pref"].partitions[0].leader == 1, 10,
                     "the preferred leader")
         # auto rebalance: broker 2 lost its preferred partition 1
@@ -306,7 +306,7 @@ def test_rack_aware_topic(zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
         await until(lambda: len(nodes[0].image.brokers) == 3, 5)
-        nodes[0].store.create_topic("racked", 6, 2)
+        await nodes[0].store.create_topic("racked", 6, 2)
         racks = {1: "a", 2: "a", 3: "b"}
         for p in nodes[0].image.topics["racked"].partitions:
             assert {racks[r] for r in p.replicas} == {"a", "b"}
@@ -317,7 +317,7 @@ def test_rack_aware_topic(zk: ZooKeeperProcess) -> None:
 def test_alter_isr_is_a_conditional_write_by_the_leader(zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
-        nodes[0].store.create_topic("alter", assignments={0: [2, 1, 3]})
+        await nodes[0].store.create_topic("alter", assignments={0: [2, 1, 3]})
         leader = nodes[1]  # broker 2
         assert await leader.store.settle(["alter"], timeout_s=10)  # as broker 2 sees it
         before = leader.image.topics["alter"].partitions[0]

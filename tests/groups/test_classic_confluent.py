@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -94,7 +95,13 @@ def test_sigkilled_member_partitions_move_after_the_session_timeout(
                               stdout=subprocess.PIPE, text=True)
     try:
         assert doomed.stdout is not None
-        assert doomed.stdout.readline().strip() == "assigned"
+        # the survivor must keep polling while the doomed member joins: an eager
+        # rebalance waits for it to give its partitions back
+        line: list[str] = []
+        reader = threading.Thread(target=lambda: line.append(doomed.stdout.readline()))
+        reader.start()
+        poll_until([survivor], lambda: bool(line), 60)
+        assert line[0].strip() == "assigned"
         poll_until([survivor], lambda: len(survivor.assigned) == 2, 20)
         doomed.kill()
         doomed.wait(5)

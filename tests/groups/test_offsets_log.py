@@ -78,7 +78,8 @@ def join(client: WireClient, group: str, member_id: str = "", protocol_type: str
 
 
 def test_bad_members_get_kafkas_error_codes(group_broker: BrokerProcess) -> None:
-    group = unique("bad")
+    group, topic = unique("bad"), unique("bad-t")
+    create_topic(group_broker.bootstrap, topic, 1)  # commits to a missing topic: UNKNOWN_TOPIC
     with WireClient(group_broker.bootstrap) as w:
         w.call(10, 3, key=group, key_type=0)  # FindCoordinator creates __consumer_offsets
         first = join(w, group)
@@ -108,7 +109,7 @@ def test_bad_members_get_kafkas_error_codes(group_broker: BrokerProcess) -> None
         def commit(member_id: str, generation: int, metadata: str = "") -> ErrorCode:
             r = w.call(8, 7, group_id=group, generation_id_or_member_epoch=generation,
                        member_id=member_id, group_instance_id=None, topics=(
-                           c.OffsetCommitRequestTopic(name="t", partitions=(
+                           c.OffsetCommitRequestTopic(name=topic, partitions=(
                                c.OffsetCommitRequestPartition(
                                    partition_index=0, committed_offset=5,
                                    committed_leader_epoch=-1, committed_metadata=metadata),)),))

@@ -38,7 +38,8 @@ def test_first_join_completes_within_the_initial_rebalance_delay(
     took = poll_until([c], lambda: len(c.assigned) == 3, 10)
     print(f"\njoin-to-assignment of a new group: {took * 1000:.0f} ms "
           f"(group.initial.rebalance.delay.ms=3000, session.timeout.ms=45000)")
-    assert DEFAULT_DELAY_S - 0.1 <= took <= DEFAULT_DELAY_S + 0.2
+    # not before the delay; after it, only what a busy machine adds (not a session)
+    assert DEFAULT_DELAY_S - 0.1 <= took <= DEFAULT_DELAY_S + 2.0
     assert time.monotonic() - start < 45
     c.close()
 

@@ -20,8 +20,11 @@ from odradek.protocol.messages import request_class
 from odradek.replication.channel import BrokerChannel
 from odradek.replication.replica_manager import Partition, ReplicaManager
 from odradek.replication.settings import ReplicaSettings
+from odradek.server.config import BrokerConfig
 from odradek.server.connection import KafkaConnection
 from odradek.server.metrics import BrokerMetrics
+from odradek.server.pipeline import RequestPipeline
+from odradek.server.ports import Ports
 from odradek.storage.log_config import LogConfig
 from odradek.storage.manager import LogManager
 from tests.cluster.inproc import until
@@ -42,7 +45,8 @@ class _Image:
 
 
 class Node:
-    """One broker: logs, replica manager, a listener. Enough of `Broker` for handlers."""
+    """One broker: logs, replica manager, a listener and the request pipeline with the
+    ports replication uses."""
 
     def __init__(self, cluster: Cluster, node_id: int, data: Path) -> None:
         self.cluster = cluster
@@ -69,6 +73,7 @@ class Node:
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.replicas.settings = self.cluster.settings
         self.replicas.alter_isr = self.cluster.alter_isr_for(self.node_id)
+        self.pipeline = RequestPipeline(self._ports(), self.metrics)
         loop = asyncio.get_running_loop()
         self.server = await loop.create_server(lambda: KafkaConnection(self, "PLAINTEXT"),  # type: ignore[arg-type]
                                                "127.0.0.1", self.port, reuse_address=True)
@@ -78,6 +83,21 @@ class Node:
             self.open(topic)
         self.replicas.apply_leadership(self.cluster.image)
         return self
+
+    def _ports(self) -> Ports:
+        """Handlers get the real logs and replicas; what replication does not need is
+        absent (no coordinators)."""
+        async def no_offsets_topic() -> bool:
+            return False
+
+        return Ports(
+            node_id=self.node_id, config=BrokerConfig.load(environ={}),
+            metadata=self.controller,  # type: ignore[arg-type]
+            replicas=self.replicas, logs=self.logs,
+            groups=None, transactions=None,  # type: ignore[arg-type]
+            metrics=self.metrics, topic_config=lambda _t: self.cluster.log_config,
+            ensure_offsets_topic=no_offsets_topic,
+            spawn=lambda work: self.track(asyncio.ensure_future(work)))
 
     def open(self, topic: TopicInfo) -> None:
         for p in topic.partitions:

@@ -4,6 +4,7 @@ each partition gets Kafka's error code, nothing changes, and the broker keeps se
 from __future__ import annotations
 
 import datetime
+import time
 
 from odradek.protocol.errors import ErrorCode
 from tests.clients.test_confluent_kafka import create_topic
@@ -70,3 +71,72 @@ def test_reassignments_elections_and_epochs_refuse_what_does_not_exist(
                     include_topic_authorized_operations=False)
         (t,) = [t for t in md.topics if t.name == topic_name]
         assert [tuple(p.replica_nodes) for p in t.partitions] == [(1,)]
+
+
+def test_invalid_replica_assignments_get_kafkas_error_and_create_nothing(
+        broker: BrokerProcess, topic_name: str) -> None:
+    """CreateTopics and CreatePartitions: a duplicate replica, an empty list, a broker
+    that is not registered, unequal replica counts — INVALID_REPLICA_ASSIGNMENT (39) with
+    Kafka's message, and no topic or partition appears."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    cases = {
+        "dup": ([[1, 1]], "duplicate replicas [1, 1]"),
+        "unknown": ([[5]], "includes broker 5, but no such broker is registered"),
+        "unequal": ([[1], [1, 5]], "with 2 replica(s), but this is not consistent"),
+    }
+    for suffix, (assignment, message) in cases.items():
+        name = f"{topic_name}-{suffix}"
+        fut = admin.create_topics([NewTopic(name, num_partitions=len(assignment),
+                                            replication_factor=-1,
+                                            replica_assignment=assignment)])[name]
+        try:
+            fut.result(15)
+            raise AssertionError(f"{suffix}: created")
+        except Exception as e:
+            err = e.args[0]
+            assert err.code() == 39, (suffix, err)
+            assert message in err.str(), (suffix, err.str())
+    listed = admin.list_topics(timeout=10).topics
+    assert not any(n.startswith(topic_name + "-") for n in listed)
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    fut = admin.create_partitions([NewPartitions(topic_name, 2, [[7]])])[topic_name]
+    try:
+        fut.result(15)
+        raise AssertionError("partitions added on broker 7")
+    except Exception as e:
+        assert e.args[0].code() == 39 and "broker 7" in e.args[0].str()
+    assert len(admin.list_topics(timeout=10).topics[topic_name].partitions) == 1
+
+
+def test_offset_commit_for_a_partition_that_does_not_exist(
+        broker: BrokerProcess, topic_name: str) -> None:
+    """UNKNOWN_TOPIC_OR_PARTITION for the missing ones, as Kafka's metadata check; the
+    partition that exists is committed."""
+    create_topic(broker.bootstrap, topic_name, partitions=1)
+    with WireClient(broker.bootstrap) as w:
+        w.call(10, 4, key_type=0, coordinator_keys=("g-unknown",))  # creates offsets topic
+        s = w.schema(8, 8)
+
+        def part(index: int) -> object:
+            return s.OffsetCommitRequestPartition(
+                partition_index=index, committed_offset=3, committed_leader_epoch=-1,
+                committed_metadata="")
+
+        deadline = time.monotonic() + 20
+        while True:
+            r = w.call(8, 8, group_id="g-unknown", generation_id_or_member_epoch=-1,
+                       member_id="", group_instance_id=None, topics=(
+                           s.OffsetCommitRequestTopic(name=topic_name,
+                                                      partitions=(part(0), part(5))),
+                           s.OffsetCommitRequestTopic(name="no-such-topic",
+                                                      partitions=(part(0),))))
+            got = {(t.name, p.partition_index): ErrorCode(p.error_code)
+                   for t in r.topics for p in t.partitions}
+            if got[(topic_name, 0)] != ErrorCode.coordinator_load_in_progress or \
+                    time.monotonic() > deadline:
+                break
+        assert got == {(topic_name, 0): ErrorCode.none,
+                       (topic_name, 5): ErrorCode.unknown_topic_or_partition,
+                       ("no-such-topic", 0): ErrorCode.unknown_topic_or_partition}

@@ -79,8 +79,12 @@ def make(config: TxnConfig | None = None, log: MemoryLog | None = None
     log = log or MemoryLog()
     markers, clock = Markers(), Clock()
     ids = iter(range(1000, 2000))
+
+    async def next_id() -> int:
+        return next(ids)
+
     coordinator = TransactionCoordinator(config or TxnConfig(partitions=4), log, markers,
-                                         lambda: next(ids), clock)
+                                         next_id, clock)
     return coordinator, log, markers, clock
 
 

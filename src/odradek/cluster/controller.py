@@ -8,6 +8,7 @@ against at start-up.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -24,7 +25,9 @@ from odradek.cluster.metadata import (
 )
 from odradek.cluster.store import MetadataStore
 from odradek.protocol.errors import (
+    ErrorCode,
     InvalidReplicationFactor,
+    KafkaError,
     TopicAlreadyExists,
     TopicDeletionDisabled,
     UnknownTopicOrPartition,
@@ -34,14 +37,18 @@ log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK = 1000
 
+TopicPartition = tuple[str, int]
 Listener = Callable[[str, MetadataImage, MetadataImage, str], None]
 """(event, old image, new image, topic name) — event is created/deleted/partitions/configs
 (and with ZooKeeper also partition-state, brokers, controller, broker-configs, session)."""
 
 
 class MetadataController(Protocol):
-    """What the broker and its handlers call on `broker.controller`: the embedded
-    `Controller` of a single broker, or a cluster's `ZkMetadataStore`."""
+    """The metadata port of handlers and coordinators: the embedded `Controller` of a
+    single broker, or a cluster's `ZkMetadataStore`. Every change is a coroutine: with
+    ZooKeeper it waits on the network, and it must never hold the event loop while it
+    does. What differs between the backends (leaders elected later, reassignments,
+    elections) lives behind these methods, not in the handlers."""
 
     image: MetadataImage
 
@@ -49,25 +56,45 @@ class MetadataController(Protocol):
 
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]: ...
 
-    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
-                     assignments: Mapping[int, Sequence[int]] | None = None,
-                     configs: Mapping[str, str | None] | None = None,
-                     validate_only: bool = False) -> TopicInfo: ...
+    async def create_topic(self, name: str, num_partitions: int = -1,
+                           replication_factor: int = -1,
+                           assignments: Mapping[int, Sequence[int]] | None = None,
+                           configs: Mapping[str, str | None] | None = None,
+                           validate_only: bool = False) -> TopicInfo: ...
 
-    def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
-                              configs: Mapping[str, str]) -> TopicInfo: ...
+    async def create_internal_topic(self, name: str, num_partitions: int,
+                                    replication_factor: int,
+                                    configs: Mapping[str, str]) -> TopicInfo: ...
 
-    def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo: ...
+    async def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo: ...
 
-    def create_partitions(self, name: str, total: int,
-                          assignments: Sequence[Sequence[int]] | None = None,
-                          validate_only: bool = False) -> TopicInfo: ...
+    async def create_partitions(self, name: str, total: int,
+                                assignments: Sequence[Sequence[int]] | None = None,
+                                validate_only: bool = False) -> TopicInfo: ...
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicInfo: ...
+    async def set_topic_configs(self, name: str,
+                                configs: Mapping[str, str | None]) -> TopicInfo: ...
 
-    def set_broker_configs(self, configs: Mapping[str, str]) -> None: ...
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None: ...
 
-    def allocate_producer_id(self) -> int: ...
+    async def allocate_producer_id(self) -> int: ...
+
+    async def settle(self, created: Sequence[str] = (), deleted: Sequence[str] = (),
+                     timeout_s: float = 30.0) -> bool:
+        """Wait until created topics have leaders and deleted ones are gone."""
+        ...
+
+    async def run_elections(self, election: int, partitions: Sequence[TopicPartition],
+                            timeout_s: float) -> set[TopicPartition]:
+        """Elect leaders (0 preferred, 1 unclean); the partitions that got one."""
+        ...
+
+    async def alter_reassignment(self, tp: TopicPartition, current: PartitionInfo,
+                                 replicas: Sequence[int] | None) -> None:
+        """Start (None: cancel) a partition's move; KafkaError when refused."""
+        ...
+
+    async def list_reassignments(self) -> dict[TopicPartition, PartitionInfo]: ...
 
 
 class Controller:
@@ -95,15 +122,21 @@ class Controller:
         )
         self._pid_next = self.image.next_producer_id
         self._pid_end = self.image.next_producer_id
+        # One change at a time: each is computed from the image the previous one left,
+        # and the store's write (two fsyncs) runs off the event loop in between.
+        self._changing = asyncio.Lock()
         if data is None:
             self.store.save(self.image.to_json())
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
 
-    def _commit(self, new: MetadataImage, event: str, topic: str) -> None:
+    async def _save(self, new: MetadataImage) -> None:
+        await asyncio.get_running_loop().run_in_executor(None, self.store.save, new.to_json())
+
+    async def _commit(self, new: MetadataImage, event: str, topic: str) -> None:
         old = self.image
-        self.store.save(new.to_json())
+        await self._save(new)
         self.image = new
         for listener in self._listeners:
             listener(event, old, new, topic)
@@ -129,10 +162,7 @@ class Controller:
             out.append(tuple(brokers[(start + i) % len(brokers)] for i in range(rf)))
         return out
 
-    def _check_assignment(self, assignment: Sequence[Sequence[int]], rf: int | None) -> None:
-        rules.check_assignment(assignment, rf, self._live_brokers())
-
-    def create_topic(
+    async def create_topic(
         self,
         name: str,
         num_partitions: int = -1,
@@ -140,6 +170,19 @@ class Controller:
         assignments: Mapping[int, Sequence[int]] | None = None,
         configs: Mapping[str, str | None] | None = None,
         validate_only: bool = False,
+    ) -> TopicInfo:
+        async with self._changing:
+            return await self._create_topic(name, num_partitions, replication_factor,
+                                            assignments, configs, validate_only)
+
+    async def _create_topic(
+        self,
+        name: str,
+        num_partitions: int,
+        replication_factor: int,
+        assignments: Mapping[int, Sequence[int]] | None,
+        configs: Mapping[str, str | None] | None,
+        validate_only: bool,
     ) -> TopicInfo:
         validate_topic_name(name)
         if name in self.image.topics:
@@ -162,39 +205,48 @@ class Controller:
             return topic
         topics = dict(self.image.topics)
         topics[name] = topic
-        self._commit(replace(self.image, topics=topics), "created", name)
+        await self._commit(replace(self.image, topics=topics), "created", name)
         log.info("created topic %s with %d partitions", name, len(topic.partitions))
         return topic
 
-    def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
-                              configs: Mapping[str, str]) -> TopicInfo:
+    async def create_internal_topic(self, name: str, num_partitions: int,
+                                    replication_factor: int,
+                                    configs: Mapping[str, str]) -> TopicInfo:
         """Create an internal topic (`__consumer_offsets`) unless it exists; the
         replication factor is capped at the live brokers, as Kafka does for these."""
-        existing = self.image.topics.get(name)
-        if existing is not None:
-            return existing
-        rf = max(1, min(replication_factor, len(self._live_brokers())))
-        return self.create_topic(name, num_partitions, rf, configs=configs)
+        async with self._changing:
+            existing = self.image.topics.get(name)
+            if existing is not None:
+                return existing
+            rf = max(1, min(replication_factor, len(self._live_brokers())))
+            return await self._create_topic(name, num_partitions, rf, None, configs, False)
 
-    def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
-        topic = self.image.topics.get(name)
-        if topic is None:
-            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
-        if not enabled:
-            raise TopicDeletionDisabled("Topic deletion is disabled.")
-        topics = dict(self.image.topics)
-        del topics[name]
-        self._commit(replace(self.image, topics=topics), "deleted", name)
+    async def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
+        async with self._changing:
+            topic = self.image.topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+            if not enabled:
+                raise TopicDeletionDisabled("Topic deletion is disabled.")
+            topics = dict(self.image.topics)
+            del topics[name]
+            await self._commit(replace(self.image, topics=topics), "deleted", name)
         log.info("deleted topic %s", name)
         return topic
 
-    def create_partitions(
+    async def create_partitions(
         self,
         name: str,
         total: int,
         assignments: Sequence[Sequence[int]] | None = None,
         validate_only: bool = False,
     ) -> TopicInfo:
+        async with self._changing:
+            return await self._create_partitions(name, total, assignments, validate_only)
+
+    async def _create_partitions(self, name: str, total: int,
+                                 assignments: Sequence[Sequence[int]] | None,
+                                 validate_only: bool) -> TopicInfo:
         topic = self.image.topics.get(name)
         if topic is None:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
@@ -203,7 +255,8 @@ class Controller:
                                              len(assignments) if assignments else None)
         if assignments:
             replica_lists = [tuple(a) for a in assignments]
-            self._check_assignment(replica_lists, topic.replication_factor)
+            rules.check_assignment(replica_lists, topic.replication_factor,
+                                   self._live_brokers(), first=current)
         else:
             replica_lists = self._assign(current, added, topic.replication_factor)
         new_parts = tuple(
@@ -213,35 +266,65 @@ class Controller:
         if not validate_only:
             topics = dict(self.image.topics)
             topics[name] = updated
-            self._commit(replace(self.image, topics=topics), "partitions", name)
+            await self._commit(replace(self.image, topics=topics), "partitions", name)
         return updated
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicInfo:
+    async def set_topic_configs(self, name: str,
+                                configs: Mapping[str, str | None]) -> TopicInfo:
         """Replace a topic's overrides with `configs` (validated)."""
-        topic = self.image.topics.get(name)
-        if topic is None:
-            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
-        clean = self.validate_topic_configs(configs)
-        updated = topic.with_configs(clean)
-        topics = dict(self.image.topics)
-        topics[name] = updated
-        self._commit(replace(self.image, topics=topics), "configs", name)
-        return updated
+        async with self._changing:
+            topic = self.image.topics.get(name)
+            if topic is None:
+                raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
+            clean = self.validate_topic_configs(configs)
+            updated = topic.with_configs(clean)
+            topics = dict(self.image.topics)
+            topics[name] = updated
+            await self._commit(replace(self.image, topics=topics), "configs", name)
+            return updated
 
-    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
-        self._commit(replace(self.image, broker_configs=dict(configs)), "broker-configs", "")
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        async with self._changing:
+            await self._commit(replace(self.image, broker_configs=dict(configs)),
+                               "broker-configs", "")
 
     # ---- producer ids -----------------------------------------------------------
 
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
         """A producer id never handed out before, across restarts: blocks are persisted."""
-        if self._pid_next >= self._pid_end:
-            start = self.image.next_producer_id
-            new = replace(self.image, next_producer_id=start + PRODUCER_ID_BLOCK)
-            self.store.save(new.to_json())
-            self.image = new
-            self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
-        pid = self._pid_next
-        self._pid_next += 1
-        return pid
+        async with self._changing:
+            if self._pid_next >= self._pid_end:
+                start = self.image.next_producer_id
+                new = replace(self.image, next_producer_id=start + PRODUCER_ID_BLOCK)
+                await self._save(new)
+                self.image = new
+                self._pid_next, self._pid_end = start, start + PRODUCER_ID_BLOCK
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
+
+    # ---- what only a cluster does -----------------------------------------------
+
+    async def settle(self, created: Sequence[str] = (), deleted: Sequence[str] = (),
+                     timeout_s: float = 30.0) -> bool:
+        return True  # a single broker's changes are complete when they return
+
+    async def run_elections(self, election: int, partitions: Sequence[TopicPartition],
+                            timeout_s: float) -> set[TopicPartition]:
+        # The only broker leads every partition: no election is ever needed, so the
+        # prechecks have answered every partition before this is reached.
+        return set()
+
+    async def alter_reassignment(self, tp: TopicPartition, current: PartitionInfo,
+                                 replicas: Sequence[int] | None) -> None:
+        if replicas is None:
+            raise KafkaError("no reassignment is in progress",
+                             ErrorCode.no_reassignment_in_progress)
+        if tuple(replicas) != current.replicas:
+            raise KafkaError(
+                f"a single broker has no broker other than {self.node_id} to move to",
+                ErrorCode.invalid_replica_assignment)
+
+    async def list_reassignments(self) -> dict[TopicPartition, PartitionInfo]:
+        return {}
 

@@ -12,6 +12,7 @@ from odradek.configdef import ConfigError
 from odradek.protocol.errors import (
     InvalidConfig,
     InvalidPartitions,
+    InvalidReplicaAssignment,
     InvalidReplicationFactor,
     InvalidRequest,
     InvalidTopic,
@@ -35,16 +36,30 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
 
 
 def check_assignment(assignment: Iterable[Sequence[int]], rf: int | None,
-                     known: Collection[int]) -> None:
-    """Each replica list non-empty, without duplicates, of the stated size, on known brokers."""
-    for replicas in assignment:
-        if not replicas or len(set(replicas)) != len(replicas):
-            raise InvalidRequest(f"Invalid replica assignment {list(replicas)}")
-        if rf is not None and len(replicas) != rf:
-            raise InvalidRequest("Inconsistent replication factor in the assignment")
-        unknown = set(replicas) - set(known)
-        if unknown:
-            raise InvalidRequest(f"Unknown broker ids in assignment: {sorted(unknown)}")
+                     known: Collection[int], first: int = 0) -> None:
+    """Each replica list non-empty, without duplicates, of one size (`rf` when given), on
+    known brokers: else INVALID_REPLICA_ASSIGNMENT with Kafka's message (partitions are
+    numbered from `first`)."""
+    for index, replicas in enumerate(assignment, start=first):
+        if not replicas:
+            raise InvalidReplicaAssignment(
+                "The manual partition assignment includes an empty replica list.")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignment(
+                f"The manual partition assignment includes the partition {index} with "
+                f"duplicate replicas {list(replicas)}.")
+        if rf is None:
+            rf = len(replicas)
+        elif len(replicas) != rf:
+            raise InvalidReplicaAssignment(
+                f"The manual partition assignment includes a partition with "
+                f"{len(replicas)} replica(s), but this is not consistent with previous "
+                f"partitions, which have {rf} replica(s).")
+        for broker in replicas:
+            if broker not in known:
+                raise InvalidReplicaAssignment(
+                    f"The manual partition assignment includes broker {broker}, but no "
+                    "such broker is registered.")
 
 
 def check_consecutive(assignments: Mapping[int, Sequence[int]]) -> None:
@@ -99,7 +114,7 @@ def new_topic_replicas(
             )
         check_consecutive(assignments)
         replica_lists = [tuple(assignments[p]) for p in range(len(assignments))]
-        check_assignment(replica_lists, len(replica_lists[0]), known)
+        check_assignment(replica_lists, None, known)
         return replica_lists
     if num_partitions == -1:
         num_partitions = int(str(defaults.get("num.partitions", 1)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
@@ -108,7 +109,7 @@ def add_partitions(zk: ZkSession, image: MetadataImage, name: str, total: int,
     live = _racks(image)
     if assignments:
         replica_lists = [tuple(a) for a in assignments]
-        rules.check_assignment(replica_lists, topic.replication_factor, live)
+        rules.check_assignment(replica_lists, topic.replication_factor, live, first=current)
     else:
         replica_lists = assign_replicas(live, added, topic.replication_factor,
                                         first_partition=current)
@@ -219,3 +220,24 @@ def request_preferred_election(zk: ZkSession, partitions: set[tuple[str, int]]) 
             return
         except (BadVersionError, NodeExistsError, NoNodeError):
             continue
+
+
+def ongoing_reassignments(image: MetadataImage, pending: Mapping[tuple[str, int], Sequence[int]]
+                          ) -> dict[tuple[str, int], PartitionInfo]:
+    """Partitions with replicas being added or removed, and the `pending` moves of
+    /admin/reassign_partitions the controller has not started yet."""
+    out: dict[tuple[str, int], PartitionInfo] = {}
+    for topic in image.topics.values():
+        for p in topic.partitions:
+            if p.adding_replicas or p.removing_replicas:
+                out[(topic.name, p.partition)] = p
+    for (name, index), target in pending.items():
+        info = image.topics.get(name)
+        if (name, index) in out or info is None or index >= len(info.partitions):
+            continue
+        current = info.partitions[index]
+        adding = tuple(r for r in target if r not in current.replicas)
+        removing = tuple(r for r in current.replicas if r not in target)
+        out[(name, index)] = replace(current, adding_replicas=adding,
+                                     removing_replicas=removing)
+    return out

@@ -9,10 +9,11 @@ is read too (a new topic → its partition states), then publishes one new image
 tells the listeners what changed. A connection loss drops every watch (kazoo), so a
 reconnect re-reads everything.
 
-Admin operations (create a topic, change configs, …) run on the event loop: they write
-ZooKeeper synchronously (a few ms, bounded), then read back what they wrote, so the
-image shows the change when they return. What the controller does in answer (leaders
-for a new topic, deleting one) arrives later through the watches; `settle()` waits
+Admin operations (create a topic, change configs, …) are coroutines: their blocking
+ZooKeeper writes run on one admin thread (bounded by the operation timeout; a paused
+ZooKeeper never holds the event loop), then they read back what they wrote without
+blocking, so the image shows the change when they return. What the controller does in
+answer (leaders for a new topic, deleting one) arrives later through the watches; `settle()` waits
 for it, bounded, as Kafka's CreateTopics and DeleteTopics wait in their purgatory.
 
 Fencing: kazoo reports SUSPENDED when the connection drops but never LOST while it
@@ -29,7 +30,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -94,6 +97,9 @@ class ZkMetadataStore:
         # producer ids: the block this broker claimed
         self._pid_next = 0
         self._pid_end = 0
+        self._pid_lock = asyncio.Lock()
+        # blocking ZooKeeper writes of admin operations run here, in order, off the loop
+        self._admin = ThreadPoolExecutor(1, thread_name_prefix=f"zk-admin-{self.node_id}")
         # fencing
         self.fenced = False
         self._fence_timer: asyncio.TimerHandle | None = None
@@ -137,12 +143,14 @@ class ZkMetadataStore:
         data = zd.encode_broker(self.local_broker)
         deadline = time.monotonic() + self.session.session_timeout_ms / 1000 * 1.5 + 5
         announced = False
+        loop = asyncio.get_running_loop()
         while True:
             try:
-                self.session.create(path, data, ephemeral=True, makepath=True)
+                await loop.run_in_executor(self._admin, partial(
+                    self.session.create, path, data, ephemeral=True, makepath=True))
                 break
             except NodeExistsError:
-                found = self.session.get(path)
+                found = await loop.run_in_executor(self._admin, self.session.get, path)
                 if found is not None and found[1].ephemeralOwner == self.session.session_id:
                     break
                 if time.monotonic() > deadline:
@@ -155,7 +163,7 @@ class ZkMetadataStore:
                 await asyncio.sleep(0.2)
         self._registered = True
         log.info("registered broker %d at %s", self.node_id, path)
-        self._refresh_now([zd.BROKER_IDS, path])
+        await self._read_back([zd.BROKER_IDS, path])
 
     def start_controller(self) -> None:
         """Stand for election as the cluster's controller (after registering)."""
@@ -174,6 +182,7 @@ class ZkMetadataStore:
             task.cancel()
         if self._refresher is not None:
             self._refresher.cancel()
+        self._admin.shutdown(wait=False, cancel_futures=True)
 
     def add_listener(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -289,25 +298,6 @@ class ZkMetadataStore:
                 raise
             raise ZkError(str(e)) from e
 
-    def _read_sync(self, path: str) -> ReadResult:
-        if _is_children_path(path):
-            return "children", self.session.children(path, watch=self._on_watch), None
-        found = self.session.get(path, watch=self._on_watch)
-        if found is None:
-            return "none", None, None
-        return "data", found[0], found[1]
-
-    def _refresh_now(self, paths: Iterable[str]) -> None:
-        """Read `paths` back synchronously and publish; what they lead to (a new topic's
-        partition states) is left to the refresher."""
-        self._generation += 1
-        follow: set[str] = set()
-        for path in paths:
-            follow |= self._apply(path, self._read_sync(path))
-        self._publish()
-        if follow:
-            self._mark(*follow)
-
     def _apply(self, path: str, result: ReadResult) -> set[str]:
         """Put one read into the cache; returns the paths it leads to."""
         kind, value, stat = result
@@ -406,17 +396,36 @@ class ZkMetadataStore:
 
     # ---- the Controller interface: admin operations through ZooKeeper -----------------------
 
-    def _zk(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run a ZooKeeper operation; an unreachable ZooKeeper is a timeout to the client."""
+    async def _zk(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run a blocking ZooKeeper operation on the admin thread, never on the loop (a
+        paused ZooKeeper holds it up to the operation timeout); an unreachable ZooKeeper
+        is a timeout to the client. One thread: admin writes keep their order."""
+        loop = asyncio.get_running_loop()
         try:
-            return fn(*args)
+            return await loop.run_in_executor(self._admin, fn, *args)
         except ZkError as e:
             raise KafkaError(str(e), ErrorCode.request_timed_out) from e
+
+    async def _read_back(self, paths: Sequence[str]) -> None:
+        """Read `paths` again after a write and publish, so the image shows the change when
+        the operation returns; what they lead to (a new topic's partition states) is left
+        to the refresher."""
+        self._generation += 1  # reads in flight predate the write: the refresher redoes them
+        try:
+            results = await asyncio.gather(*(self._read_async(p) for p in paths))
+        except ZkError as e:
+            raise KafkaError(str(e), ErrorCode.request_timed_out) from e
+        follow: set[str] = set()
+        for path, result in zip(paths, results, strict=True):
+            follow |= self._apply(path, result)
+        self._publish()
+        if follow:
+            self._mark(*follow)
 
     def validate_topic_configs(self, configs: Mapping[str, str | None]) -> dict[str, str]:
         return rules.validate_topic_configs(configs)
 
-    def create_topic(
+    async def create_topic(
         self,
         name: str,
         num_partitions: int = -1,
@@ -430,12 +439,13 @@ class ZkMetadataStore:
                                     self._broker_defaults())
         if validate_only:
             return topic
-        self._zk(zk_admin.create_topic, self.session, topic)
-        self._zk(self._refresh_now, [zd.topic_config_path(name), zd.topic_path(name)])
+        await self._zk(zk_admin.create_topic, self.session, topic)
+        await self._read_back([zd.topic_config_path(name), zd.topic_path(name)])
         return self.image.topics.get(name, topic)
 
-    def create_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
-                              configs: Mapping[str, str]) -> TopicInfo:
+    async def create_internal_topic(self, name: str, num_partitions: int,
+                                    replication_factor: int,
+                                    configs: Mapping[str, str]) -> TopicInfo:
         existing = self.image.topics.get(name)
         if existing is not None:
             return existing
@@ -448,50 +458,54 @@ class ZkMetadataStore:
                 f"(offsets.topic.replication.factor / transaction.state.log.replication"
                 f".factor), {live} are alive", ErrorCode.coordinator_not_available)
         try:
-            return self.create_topic(name, num_partitions, replication_factor, configs=configs)
+            return await self.create_topic(name, num_partitions, replication_factor,
+                                           configs=configs)
         except TopicAlreadyExists:
             # another broker created it a moment ago: read it now
-            self._zk(self._refresh_now, [zd.topic_config_path(name), zd.topic_path(name)])
+            await self._read_back([zd.topic_config_path(name), zd.topic_path(name)])
             if name in self.image.topics:
                 return self.image.topics[name]
             raise
 
-    def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
-        topic: TopicInfo = self._zk(zk_admin.delete_topic, self.session, self.image, name,
-                                    enabled)
+    async def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
+        topic: TopicInfo = await self._zk(zk_admin.delete_topic, self.session, self.image,
+                                          name, enabled)
         self._deleting.add(name)
         return topic
 
-    def create_partitions(self, name: str, total: int,
-                          assignments: Sequence[Sequence[int]] | None = None,
-                          validate_only: bool = False) -> TopicInfo:
-        updated: TopicInfo = self._zk(zk_admin.add_partitions, self.session, self.image, name,
-                                      total, assignments, validate_only)
+    async def create_partitions(self, name: str, total: int,
+                                assignments: Sequence[Sequence[int]] | None = None,
+                                validate_only: bool = False) -> TopicInfo:
+        updated: TopicInfo = await self._zk(zk_admin.add_partitions, self.session, self.image,
+                                            name, total, assignments, validate_only)
         if not validate_only:
-            self._zk(self._refresh_now, [zd.topic_path(name)])
+            await self._read_back([zd.topic_path(name)])
         return updated
 
-    def set_topic_configs(self, name: str, configs: Mapping[str, str | None]) -> TopicInfo:
+    async def set_topic_configs(self, name: str,
+                                configs: Mapping[str, str | None]) -> TopicInfo:
         if name not in self.image.topics:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist.")
         clean = rules.validate_topic_configs(configs)
-        self._zk(zk_admin.set_configs, self.session, "topics", name, clean)
-        self._zk(self._refresh_now, [zd.topic_config_path(name)])
+        await self._zk(zk_admin.set_configs, self.session, "topics", name, clean)
+        await self._read_back([zd.topic_config_path(name)])
         return self.image.topics[name]
 
-    def set_broker_configs(self, configs: Mapping[str, str]) -> None:
-        self._zk(zk_admin.set_configs, self.session, "brokers", zd.DEFAULT_ENTITY,
-                 dict(configs))
-        self._zk(self._refresh_now, [zd.broker_config_path()])
+    async def set_broker_configs(self, configs: Mapping[str, str]) -> None:
+        await self._zk(zk_admin.set_configs, self.session, "brokers", zd.DEFAULT_ENTITY,
+                       dict(configs))
+        await self._read_back([zd.broker_config_path()])
 
-    def allocate_producer_id(self) -> int:
+    async def allocate_producer_id(self) -> int:
         """From a block of 1000 this broker claimed in /latest_producer_id_block."""
-        if self._pid_next >= self._pid_end:
-            first, last = self._zk(zk_admin.next_producer_id_block, self.session, self.node_id)
-            self._pid_next, self._pid_end = first, last + 1
-        pid = self._pid_next
-        self._pid_next += 1
-        return pid
+        async with self._pid_lock:  # one claim at a time: a block is never skipped
+            if self._pid_next >= self._pid_end:
+                first, last = await self._zk(zk_admin.next_producer_id_block, self.session,
+                                             self.node_id)
+                self._pid_next, self._pid_end = first, last + 1
+            pid = self._pid_next
+            self._pid_next += 1
+            return pid
 
     # ---- a leader's ISR change (ReplicaManager.alter_isr) ---------------------------------
 
@@ -533,30 +547,49 @@ class ZkMetadataStore:
 
     # ---- reassignment and elections (for the admin APIs and tools) -----------------------
 
-    def alter_reassignments(self, moves: Mapping[TopicPartition, Sequence[int] | None]) -> None:
-        self._zk(zk_admin.request_reassignment, self.session, self.image, moves)
+    async def run_elections(self, election: int, partitions: Sequence[TopicPartition],
+                            timeout_s: float) -> set[TopicPartition]:
+        """On the active controller's thread (as in Kafka, the request must reach the
+        controller; elsewhere NOT_CONTROLLER sends the client to it)."""
+        controller = self.controller
+        if controller is None or not controller.active:
+            raise KafkaError("this broker is not the controller", ErrorCode.not_controller)
+        states = controller.states
+        run = states.elect_preferred if election == 0 else states.elect_unclean
+        todo = list(partitions)
+        try:
+            written = await asyncio.wait_for(
+                asyncio.wrap_future(controller.call(lambda: run(todo))), timeout_s)
+        except TimeoutError:
+            raise KafkaError("the election did not finish in time",
+                             ErrorCode.request_timed_out) from None
+        except Exception as e:
+            raise KafkaError(str(e), ErrorCode.not_controller) from e
+        return set(written)
 
-    def list_reassignments(self) -> dict[TopicPartition, PartitionInfo]:
+    async def alter_reassignment(self, tp: TopicPartition, current: PartitionInfo,
+                                 replicas: Sequence[int] | None) -> None:
+        """Written to /admin/reassign_partitions, which any broker may do: the controller
+        carries it out."""
+        if replicas is not None and (not replicas or len(set(replicas)) != len(replicas)
+                                     or any(r not in self.image.brokers
+                                            and r not in current.replicas
+                                            for r in replicas)):
+            raise KafkaError(f"invalid replicas {list(replicas)}",
+                             ErrorCode.invalid_replica_assignment)
+        await self._zk(zk_admin.request_reassignment, self.session, self.image, {tp: replicas})
+
+    async def alter_reassignments(self, moves: Mapping[TopicPartition, Sequence[int] | None]
+                                  ) -> None:
+        await self._zk(zk_admin.request_reassignment, self.session, self.image, moves)
+
+    async def list_reassignments(self) -> dict[TopicPartition, PartitionInfo]:
         """Partitions with replicas being added or removed, or a move not started yet."""
-        out: dict[TopicPartition, PartitionInfo] = {}
-        for topic in self.image.topics.values():
-            for p in topic.partitions:
-                if p.adding_replicas or p.removing_replicas:
-                    out[(topic.name, p.partition)] = p
-        pending = self._zk(zk_admin.pending_reassignments, self.session)
-        for (name, index), target in pending.items():
-            info = self.image.topics.get(name)
-            if (name, index) in out or info is None or index >= len(info.partitions):
-                continue
-            current = info.partitions[index]
-            adding = tuple(r for r in target if r not in current.replicas)
-            removing = tuple(r for r in current.replicas if r not in target)
-            out[(name, index)] = replace(current, adding_replicas=adding,
-                                         removing_replicas=removing)
-        return out
+        pending = await self._zk(zk_admin.pending_reassignments, self.session)
+        return zk_admin.ongoing_reassignments(self.image, pending)
 
-    def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> None:
-        self._zk(zk_admin.request_preferred_election, self.session, set(partitions))
+    async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> None:
+        await self._zk(zk_admin.request_preferred_election, self.session, set(partitions))
 
 
 def _is_children_path(path: str) -> bool:

@@ -71,6 +71,10 @@ class InvalidReplicationFactor(KafkaError):
     code = ErrorCode.invalid_replication_factor
 
 
+class InvalidReplicaAssignment(KafkaError):
+    code = ErrorCode.invalid_replica_assignment
+
+
 class InvalidConfig(KafkaError):
     code = ErrorCode.invalid_config
 

@@ -18,6 +18,7 @@ from kio.schema.index import api_key_map, schema_name_map
 from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
+from odradek.protocol import bounds
 from odradek.protocol.errors import InvalidRequest, UnsupportedVersion
 
 Message = Any  # a kio entity; kio's classes share no common base type
@@ -86,6 +87,7 @@ def is_flexible_request(api_key: int, version: int) -> bool:
 def decode_request(api_key: int, version: int, buf: Any, offset: int) -> Message:
     """Decode a request body; raises InvalidRequest for bytes that do not parse."""
     cls = request_class(api_key, version)
+    bounds.check(cls, buf, offset)  # before kio reserves memory for a count on the wire
     try:
         message, _ = _reader(cls)(buf, offset)
     except Exception as e:  # kio raises several error types for bad bytes

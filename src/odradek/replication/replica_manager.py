@@ -140,8 +140,12 @@ class ReplicaManager:
         # not the leader: follow whoever is
         if p.is_leader or p.leader != info.leader or p.leader_epoch != info.leader_epoch:
             p.become_follower(info)
-            log.info("following %s-%d from broker %d at epoch %d", p.topic, p.index,
-                     info.leader, info.leader_epoch)
+            if info.leader < 0:  # nothing to fetch from until a leader is elected
+                log.info("%s-%d has no leader at epoch %d: waiting for one", p.topic,
+                         p.index, info.leader_epoch)
+            else:
+                log.info("following %s-%d from broker %d at epoch %d", p.topic, p.index,
+                         info.leader, info.leader_epoch)
         else:
             p.update_state(info)
         fetchers = self._fetcher_manager()

@@ -18,21 +18,27 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from odradek.cluster.controller import Controller, MetadataController
-from odradek.cluster.metadata import BrokerInfo, MetadataImage, uuid_to_kafka
+from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
 from odradek.replication.partition import Partition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
-from odradek.server.group_storage import create_group_coordinator, follow_leadership
+from odradek.server.group_storage import (
+    create_group_coordinator,
+    ensure_offsets_topic,
+    follow_leadership,
+)
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
+from odradek.server.pipeline import RequestPipeline
+from odradek.server.ports import Ports
 from odradek.server.txn_storage import BrokerTransactions
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
@@ -70,6 +76,8 @@ class Broker:
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator
         self.transactions: BrokerTransactions
+        self.pipeline: RequestPipeline
+        self._stored_topics: dict[str, TopicInfo] | None = None  # read once at start-up
 
     # ---- lifecycle --------------------------------------------------------------
 
@@ -103,6 +111,7 @@ class Broker:
         await loop.run_in_executor(None, self.logs.startup)
         log.info("loaded %d logs from %s in %.2fs", len(self.logs.all_logs()),
                  ", ".join(str(d) for d in dirs), time.monotonic() - started)
+        self._stored_topics = None
         await self._bind()
         me = self._broker_info()
         self.replicas = ReplicaManager(self.logs, self.node_id)
@@ -129,6 +138,7 @@ class Broker:
         self.transactions = BrokerTransactions(self)
         self.transactions.start()  # loads the __transaction_state partitions we lead
         self.controller.add_listener(self._on_metadata_change)
+        self.pipeline = RequestPipeline(self._ports(), self.metrics)
         for server in self._servers:
             await server.start_serving()
         # fsyncs and checkpoint writes block: keep them off the event loop
@@ -225,6 +235,22 @@ class Broker:
             backoff_ms=int(self.config["log.cleaner.backoff.ms"]),
         )
 
+    def _ports(self) -> Ports:
+        """What handlers may use: the Broker itself stays out of their reach."""
+        return Ports(
+            node_id=self.node_id,
+            config=self.config,
+            metadata=self.controller,
+            replicas=self.replicas,
+            logs=self.logs,
+            groups=self.groups,
+            transactions=self.transactions,
+            metrics=self.metrics,
+            topic_config=self.log_config_for,
+            ensure_offsets_topic=partial(ensure_offsets_topic, self),
+            spawn=lambda work: self.track(asyncio.ensure_future(work)),
+        )
+
     def track(self, task: asyncio.Future[Any]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -251,14 +277,19 @@ class Broker:
 
     def _config_for_dir_name(self, topic: str) -> LogConfig:
         """Config for a log found on disk at start-up, before the image is loaded."""
-        if self.zk is not None:
-            topics = self.zk.image.topics
-        else:
-            store = FileMetadataStore(self.config.log_dirs[0]).load() or {}
-            topics = MetadataImage.topics_from_json(store) if store else {}
-        info = topics.get(topic)
+        info = self._startup_topics().get(topic)
         overrides = overrides_as_mapping(info.configs) if info else {}
         return LogConfig.resolve(overrides, self.config.values())
+
+    def _startup_topics(self) -> Mapping[str, TopicInfo]:
+        """The topics as stored, read once for the whole start-up (it used to be read
+        again for every partition directory: minutes with thousands of partitions)."""
+        if self.zk is not None:
+            return self.zk.image.topics
+        if self._stored_topics is None:  # recovery threads may race here: both read alike
+            store = FileMetadataStore(self.config.log_dirs[0]).load() or {}
+            self._stored_topics = MetadataImage.topics_from_json(store) if store else {}
+        return self._stored_topics
 
     def _reconcile(self) -> None:
         image = self.controller.image
@@ -370,9 +401,6 @@ class Broker:
         partition = self.replicas.partitions.get(tp)
         if partition is not None:
             partition.log = moved
-
-    def log_dir_usage(self) -> list[Any]:
-        return list(self.logs.dir_usage())
 
     def _close_idle_connections(self) -> None:
         limit = int(self.config["connections.max.idle.ms"]) / 1000

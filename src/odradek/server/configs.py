@@ -19,7 +19,7 @@ from odradek.server.config import BROKER_CONFIGS
 from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.server.ports import Ports
 
 
 class ResourceType(enum.IntEnum):
@@ -57,8 +57,8 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
 
 
-def _broker_source(broker: Broker, name: str) -> ConfigSource:
-    where = broker.config.source(name)
+def _broker_source(ports: Ports, name: str) -> ConfigSource:
+    where = ports.config.source(name)
     if where == "dynamic":
         return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
     if where == "static":
@@ -66,11 +66,11 @@ def _broker_source(broker: Broker, name: str) -> ConfigSource:
     return ConfigSource.DEFAULT_CONFIG
 
 
-def describe_topic(broker: Broker, topic: str) -> list[ConfigEntry]:
-    info = broker.controller.image.topics.get(topic)
+def describe_topic(ports: Ports, topic: str) -> list[ConfigEntry]:
+    info = ports.metadata.image.topics.get(topic)
     if info is None:
         raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
-    resolved = broker.log_config_for(topic)
+    resolved = ports.topic_config(topic)
     entries = []
     for d in TOPIC_CONFIGS:
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
@@ -78,9 +78,9 @@ def describe_topic(broker: Broker, topic: str) -> list[ConfigEntry]:
             synonyms.append((d.name, info.configs[d.name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
         chain = BROKER_SYNONYMS.get(d.name, ())
         for prop, _ in chain:
-            if broker.config.source(prop) != "default":
-                rendered = BROKER_CONFIGS[prop].render(broker.config[prop])
-                synonyms.append((prop, rendered, _broker_source(broker, prop)))
+            if ports.config.source(prop) != "default":
+                rendered = BROKER_CONFIGS[prop].render(ports.config[prop])
+                synonyms.append((prop, rendered, _broker_source(ports, prop)))
         if chain:
             last = BROKER_CONFIGS[chain[-1][0]]
             synonyms.append((last.name, last.render(last.default), ConfigSource.DEFAULT_CONFIG))
@@ -93,11 +93,11 @@ def describe_topic(broker: Broker, topic: str) -> list[ConfigEntry]:
     return entries
 
 
-def describe_broker(broker: Broker) -> list[ConfigEntry]:
+def describe_broker(ports: Ports) -> list[ConfigEntry]:
     entries = []
     for d in BROKER_CONFIGS:
-        value = broker.config.get(d.name)
-        source = _broker_source(broker, d.name)
+        value = ports.config.get(d.name)
+        source = _broker_source(ports, d.name)
         rendered = None if d.sensitive else d.render(value)
         synonyms = ((d.name, rendered, source),) if value is not None else ()
         entries.append(
@@ -107,17 +107,17 @@ def describe_broker(broker: Broker) -> list[ConfigEntry]:
     return entries
 
 
-def check_broker_name(broker: Broker, name: str) -> None:
-    if name not in ("", str(broker.node_id)):
-        raise InvalidRequest(f"Unexpected broker id, expected {broker.node_id} or empty string, "
+def check_broker_name(ports: Ports, name: str) -> None:
+    if name not in ("", str(ports.node_id)):
+        raise InvalidRequest(f"Unexpected broker id, expected {ports.node_id} or empty string, "
                              f"but received {name}")
 
 
-def apply_topic(
-    broker: Broker, topic: str, ops: list[tuple[str, AlterOp, str | None]], *,
+async def apply_topic(
+    ports: Ports, topic: str, ops: list[tuple[str, AlterOp, str | None]], *,
     incremental: bool, validate_only: bool,
 ) -> None:
-    info = broker.controller.image.topics.get(topic)
+    info = ports.metadata.image.topics.get(topic)
     if info is None:
         raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
     new: dict[str, str | None] = dict(info.configs) if incremental else {}
@@ -127,17 +127,17 @@ def apply_topic(
         _apply_op(new, name, op, value, TOPIC_CONFIGS[name].type.value == "LIST",
                   TOPIC_CONFIGS[name].default)
     cleaned = {k: v for k, v in new.items() if v is not None}
-    broker.controller.validate_topic_configs(cleaned)
+    ports.metadata.validate_topic_configs(cleaned)
     if not validate_only:
-        broker.controller.set_topic_configs(topic, cleaned)
+        await ports.metadata.set_topic_configs(topic, cleaned)
 
 
-def apply_broker(
-    broker: Broker, ops: list[tuple[str, AlterOp, str | None]], *,
+async def apply_broker(
+    ports: Ports, ops: list[tuple[str, AlterOp, str | None]], *,
     incremental: bool, validate_only: bool,
 ) -> None:
     current: dict[str, str | None] = (
-        dict(broker.controller.image.broker_configs) if incremental else {}
+        dict(ports.metadata.image.broker_configs) if incremental else {}
     )
     for name, op, value in ops:
         if name not in BROKER_CONFIGS:
@@ -145,7 +145,7 @@ def apply_broker(
         d = BROKER_CONFIGS[name]
         if d.read_only:
             raise InvalidConfig(f"Cannot update these configs dynamically: {{{name}}}")
-        default = broker.config.get(name)
+        default = ports.config.get(name)
         _apply_op(current, name, op, value, d.type.value == "LIST", default)
     cleaned: dict[str, str] = {}
     for name, value in current.items():
@@ -157,7 +157,7 @@ def apply_broker(
             raise InvalidConfig(str(e)) from None
         cleaned[name] = value
     if not validate_only:
-        broker.controller.set_broker_configs(cleaned)
+        await ports.metadata.set_broker_configs(cleaned)
 
 
 def _apply_op(

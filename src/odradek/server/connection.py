@@ -1,12 +1,20 @@
-"""One client connection: frames in, responses out, in order.
+"""One client connection: frames in, responses out, in order, in bounded memory.
 
-A `BufferedProtocol`: small requests are parsed from one reusable receive buffer; a
-large request (a big produce) gets its own bytearray that the socket fills directly,
-so its records are copied from the kernel exactly once and stay writable for the log
-to patch offsets in place.
+A `BufferedProtocol`: small requests are parsed from one small reusable receive
+buffer (an idle connection costs little); a large request (a big produce) gets its own
+bytearray that the socket fills directly, so its records are copied from the kernel
+once and stay writable for the log to patch offsets in place. That bytearray grows as
+its bytes arrive (doubling), never on the length a client announces alone: a client
+that claims 100 MB and stalls holds at most the first chunk.
 
 Requests on a connection are handled one at a time, as Kafka does: while a handler
 waits (a long-poll fetch), later requests queue, so responses leave in request order.
+Memory a client controls is bounded both ways: reading pauses while the requests
+queued on the connection pass a byte or count bound, and while the transport holds
+more than its high-water mark of unsent response bytes (a client that does not read
+its socket) the connection handles nothing more — it costs about one response, as in
+Kafka, where the channel is muted until its response is sent. What happens to each
+request is the request pipeline's (pipeline.py).
 """
 
 from __future__ import annotations
@@ -15,21 +23,10 @@ import asyncio
 import collections
 import logging
 import struct
-import sys
 from typing import TYPE_CHECKING, Any, cast
 
-from odradek.protocol.errors import InvalidRequest, KafkaError, UnsupportedVersion
-from odradek.protocol.headers import peek_ids, read_request_header
-from odradek.protocol.messages import (
-    api_name,
-    decode_request,
-    encode_response,
-    is_flexible_request,
-)
-from odradek.server.handlers import HANDLERS
-from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
-from odradek.server.handlers.api_versions import unsupported_version_response
-from odradek.server.handlers.base import CLOSE_CONNECTION, Encoded, RequestContext
+from odradek.server.handlers.base import CLOSE_CONNECTION
+from odradek.server.pipeline import Client
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -37,14 +34,19 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-RECV_BUFFER = 256 * 1024
-_DIRECT_THRESHOLD = RECV_BUFFER // 2
+RECV_BUFFER = 16 * 1024  # per connection, for the many small requests
+FIRST_CHUNK = 256 * 1024  # a large frame's first allocation; it doubles as bytes arrive
+QUEUED_BYTES = 4 * 1024 * 1024  # read-ahead of one connection beyond the request in hand
+WRITE_HIGH_WATER = 1024 * 1024  # unsent response bytes before the connection is muted
+WRITE_LOW_WATER = 256 * 1024
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, listener: str) -> None:
         self.broker = broker
+        self.pipeline = broker.pipeline
         self.listener = listener
+        self.client = Client("?", 0, listener)
         self.transport: asyncio.Transport | None = None
         self.peer = ("?", 0)
         self._buf = bytearray(RECV_BUFFER)
@@ -52,10 +54,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._start = 0
         self._end = 0
         self._big: bytearray | None = None
+        self._big_size = 0  # the size announced for the frame being read into _big
         self._big_filled = 0
         self._queue: collections.deque[bytearray] = collections.deque()
+        self._queued_bytes = 0
         self._busy = False
-        self._paused = False
+        self._read_paused = False
+        self._write_paused = False
         self._closed = False
         self.last_active = 0.0
 
@@ -67,6 +72,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
+            self.client = Client(self.peer[0], self.peer[1], self.listener)
+        self.transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
         self.last_active = asyncio.get_running_loop().time()
         self.broker.connections.add(self)
 
@@ -74,10 +81,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._closed = True
         self.broker.connections.discard(self)
         self._queue.clear()
+        self._big = None
+
+    def pause_writing(self) -> None:
+        """The client is not reading its responses: handle nothing more until it does."""
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+        self._drain()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big is not None:
-            return memoryview(self._big)[self._big_filled :]
+        big = self._big
+        if big is not None:
+            if self._big_filled == len(big):
+                # more of the frame is coming: grow by doubling (bounded by its size)
+                grown = bytearray(min(self._big_size, 2 * len(big)))
+                grown[: self._big_filled] = big
+                self._big = big = grown
+            return memoryview(big)[self._big_filled :]
         if self._end == len(self._buf):
             # move the unparsed tail to the front to make room
             tail = self._end - self._start
@@ -88,7 +112,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._big is not None:
             self._big_filled += nbytes
-            if self._big_filled == len(self._big):
+            if self._big_filled == self._big_size:
                 frame, self._big = self._big, None
                 self._on_frame(frame)
                 self._parse()
@@ -117,10 +141,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._start = body + size
                 self._on_frame(frame)
                 continue
-            if size > _DIRECT_THRESHOLD or size > len(self._buf) - 4:
-                big = bytearray(size)
+            if size > len(self._buf) - 4:
+                big = bytearray(min(size, max(FIRST_CHUNK, available)))
                 big[:available] = self._view[body : self._end]
-                self._big, self._big_filled = big, available
+                self._big, self._big_size, self._big_filled = big, size, available
                 self._start = self._end = 0
             return
         if self._start == self._end:
@@ -129,118 +153,66 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _on_frame(self, frame: bytearray) -> None:
         loop = asyncio.get_running_loop()
         self.last_active = loop.time()
-        if self._busy:
+        if self._busy or self._write_paused or self._queue:
             self._queue.append(frame)
-            if not self._paused and len(self._queue) >= self.broker.max_queued_requests:
-                assert self.transport is not None
-                self.transport.pause_reading()
-                self._paused = True
+            self._queued_bytes += len(frame)
+            self._update_reading()
             return
         self._handle(frame)
+
+    def _update_reading(self) -> None:
+        """Read while the connection may take more: its queue is short and its client
+        reads what it is sent."""
+        if self.transport is None or self._closed:
+            return
+        full = (self._write_paused or len(self._queue) >= self.broker.max_queued_requests
+                or self._queued_bytes >= QUEUED_BYTES)
+        if full and not self._read_paused:
+            self.transport.pause_reading()
+            self._read_paused = True
+        elif not full and self._read_paused:
+            self.transport.resume_reading()
+            self._read_paused = False
 
     # ---- requests ---------------------------------------------------------------
 
     def _handle(self, frame: bytearray) -> None:
-        try:
-            api_key, version, correlation_id = peek_ids(frame)
-        except InvalidRequest:
-            log.warning("closing connection from %s:%d: request shorter than a header",
-                        *self.peer)
-            self.close()
-            return
-        handler = HANDLERS.get(api_key)
-        if handler is None:
-            log.warning("closing connection from %s:%d: unknown api key %d", *self.peer, api_key)
-            self.close()
-            return
-        if not handler.min_version <= version <= handler.max_version:
-            if api_key == API_VERSIONS:
-                v, body = unsupported_version_response()
-                self._send(encode_response(api_key, v, correlation_id, body))
-                return
-            log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)",
-                        *self.peer, api_name(api_key), version, handler.min_version,
-                        handler.max_version)
-            self.close()
-            return
-        started = self.broker.metrics.on_request(api_key)  # counts it, starts its clock
-        try:
-            # kio's native readers insist on read-only buffers
-            view = memoryview(frame).toreadonly()
-            header, offset = read_request_header(view, is_flexible_request(api_key, version))
-            if handler.decode is not None:
-                request = handler.decode(frame, offset, version)
-            else:
-                request = decode_request(api_key, version, view, offset)
-        except (InvalidRequest, UnsupportedVersion) as e:
-            log.warning("closing connection from %s:%d: %s", *self.peer, e)
-            self.close()
-            return
-        ctx = RequestContext(self.broker, header, self.peer[0], self.peer[1], self.listener)
-        try:
-            result = handler.handle(ctx, request)
-        except Exception:
-            self._handler_failed(api_key, version)
-            return
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+        reply = self.pipeline.process(frame, self.client)
+        if asyncio.iscoroutine(reply):
             self._busy = True
-            task = asyncio.ensure_future(result)
-            task.add_done_callback(
-                lambda t: self._finish(t, api_key, version, correlation_id, request, started))
+            task = asyncio.ensure_future(reply)
+            task.add_done_callback(self._finish)
             self.broker.track(task)
             return
-        self._respond(result, api_key, version, correlation_id)
-        self.broker.metrics.on_response(api_key, started, request, result)
+        self._respond(reply)
 
-    def _finish(self, task: asyncio.Future[Any], api_key: int, version: int,
-                correlation_id: int, request: Any = None, started: float = 0.0) -> None:
+    def _finish(self, task: asyncio.Future[Any]) -> None:
         self._busy = False
         if self._closed:
             return
-        if task.cancelled():
+        if task.cancelled() or task.exception() is not None:
+            # the pipeline answers every failure itself: this is a bug or a shutdown
+            if not task.cancelled():
+                log.error("request from %s:%d failed", *self.peer, exc_info=task.exception())
             self.close()
             return
-        exc = task.exception()
-        if exc is not None:
-            self._handler_failed(api_key, version, exc)
-            return
-        self._respond(task.result(), api_key, version, correlation_id)
-        self.broker.metrics.on_response(api_key, started, request, task.result())
+        self._respond(task.result())
         self._drain()
 
     def _drain(self) -> None:
-        while self._queue and not self._busy and not self._closed:
-            self._handle(self._queue.popleft())
-        if self._paused and len(self._queue) < self.broker.max_queued_requests // 2:
-            assert self.transport is not None
-            self.transport.resume_reading()
-            self._paused = False
+        while self._queue and not self._busy and not self._write_paused and not self._closed:
+            frame = self._queue.popleft()
+            self._queued_bytes -= len(frame)
+            self._handle(frame)
+        self._update_reading()
 
-    def _respond(self, result: Any, api_key: int, version: int, correlation_id: int) -> None:
-        if result is None:
+    def _respond(self, reply: Any) -> None:
+        if reply is None:
             return
-        if result is CLOSE_CONNECTION:
+        if reply is CLOSE_CONNECTION:
             self.close()
             return
-        if isinstance(result, Encoded):
-            self._send(result.frame)
-            return
-        try:
-            data = encode_response(api_key, version, correlation_id, result)
-        except Exception:
-            self._handler_failed(api_key, version)
-            return
-        self._send(data)
-
-    def _handler_failed(self, api_key: int, version: int, exc: BaseException | None = None) -> None:
-        self.broker.metrics.on_error(api_key, exc or sys.exception())
-        if isinstance(exc, KafkaError):
-            log.warning("%s v%d from %s:%d failed: %s", api_name(api_key), version, *self.peer,
-                        exc)
-        else:
-            log.error("%s v%d from %s:%d failed; closing the connection", api_name(api_key),
-                      version, *self.peer, exc_info=exc or True)
-        self.close()
+        self._send(reply)
 
     def _send(self, data: bytes | bytearray) -> None:
         if self.transport is not None and not self._closed:

@@ -79,10 +79,10 @@ def create_group_coordinator(broker: Broker) -> GroupCoordinator:
                             BrokerOffsetsLog(broker))
 
 
-def ensure_offsets_topic(broker: Broker) -> bool:
+async def ensure_offsets_topic(broker: Broker) -> bool:
     """Create `__consumer_offsets` if it is missing; False when that failed."""
     config = broker.config
-    return ensure_internal_topic(
+    return await ensure_internal_topic(
         broker, OFFSETS_TOPIC, int(config["offsets.topic.num.partitions"]),
         int(config["offsets.topic.replication.factor"]),
         {"cleanup.policy": "compact",
@@ -90,14 +90,14 @@ def ensure_offsets_topic(broker: Broker) -> bool:
          "compression.type": "producer"})
 
 
-def ensure_internal_topic(broker: Broker, name: str, partitions: int, replication: int,
-                          configs: dict[str, str]) -> bool:
+async def ensure_internal_topic(broker: Broker, name: str, partitions: int, replication: int,
+                                configs: dict[str, str]) -> bool:
     """Create an internal topic if it is missing; False when that failed (or must wait:
     in a cluster, until enough brokers are alive for its replication factor)."""
     if name in broker.controller.image.topics:
         return True
     try:
-        broker.controller.create_internal_topic(name, partitions, replication, configs)
+        await broker.controller.create_internal_topic(name, partitions, replication, configs)
     except TopicAlreadyExists:
         return True
     except KafkaError as e:

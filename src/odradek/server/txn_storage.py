@@ -120,10 +120,10 @@ class BrokerTransactions:
         self.coordinator.stop()
         self.markers.remote.close()
 
-    def ensure_topic(self) -> bool:
+    async def ensure_topic(self) -> bool:
         """Create `__transaction_state` if it is missing; False when that failed."""
         config = self.broker.config
-        return ensure_internal_topic(
+        return await ensure_internal_topic(
             self.broker, TRANSACTION_STATE_TOPIC,
             int(config["transaction.state.log.num.partitions"]),
             int(config["transaction.state.log.replication.factor"]),
@@ -148,10 +148,10 @@ class BrokerTransactions:
 
     # ---- what handlers/find_coordinator.py and init_producer_id.py call -------------------
 
-    def find_coordinator(self, ctx: RequestContext, key: str) -> Found:
+    async def find_coordinator(self, ctx: RequestContext, key: str) -> Found:
         if not key:
             return ErrorCode.invalid_request, "the transactional id is empty", -1, "", -1
-        if not self.ensure_topic():
+        if not await self.ensure_topic():
             return (ErrorCode.coordinator_not_available,
                     f"{TRANSACTION_STATE_TOPIC} could not be created", -1, "", -1)
         image = self.broker.controller.image

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -133,7 +133,7 @@ def now_ms() -> int:
 
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, txn_log: TxnLog, markers: MarkerWriter,
-                 allocate_producer_id: Callable[[], int],
+                 allocate_producer_id: Callable[[], Awaitable[int]],
                  clock: Callable[[], int] = now_ms) -> None:
         self.config = config
         self.log = txn_log
@@ -269,9 +269,16 @@ class TransactionCoordinator:
             except KafkaError as e:
                 return (e.code, *fail[1:])
             if md is None:
-                md = self.txns[transactional_id] = TransactionMetadata(
-                    transactional_id, self.allocate_producer_id(), NO_PRODUCER_EPOCH,
-                    timeout_ms, TxnState.EMPTY, last_update_ms=self.clock())
+                # the id allocation may wait on ZooKeeper: look again after it
+                pid = await self.allocate_producer_id()
+                try:
+                    md = self._get(transactional_id)
+                except KafkaError as e:
+                    return (e.code, *fail[1:])
+                if md is None:
+                    md = self.txns[transactional_id] = TransactionMetadata(
+                        transactional_id, pid, NO_PRODUCER_EPOCH, timeout_ms,
+                        TxnState.EMPTY, last_update_ms=self.clock())
             if md.pending_transition:
                 return (ErrorCode.concurrent_transactions, *fail[1:])
             if expected is not None and not self._valid_expected(md, *expected):
@@ -287,8 +294,10 @@ class TransactionCoordinator:
                 return (ErrorCode.concurrent_transactions, *fail[1:])
             now = self.clock()
             if md.is_epoch_exhausted and (expected is None or expected[1] == md.producer_epoch):
+                new_pid = await self.allocate_producer_id()
+                now = self.clock()
                 transit: TxnTransit | ErrorCode = md.prepare_rotation(
-                    self.allocate_producer_id(), timeout_ms, now, expected is not None)
+                    new_pid, timeout_ms, now, expected is not None)
             else:
                 transit = md.prepare_increment_epoch(
                     timeout_ms, None if expected is None else expected[1], now)

@@ -18,11 +18,9 @@ API_KEY = 25
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    broker = ctx.broker
-
     async def run() -> Any:
-        partition = broker.groups.partition_for(request.group_id)
-        code = await broker.transactions.coordinator.add_partitions(
+        partition = ctx.groups.partition_for(request.group_id)
+        code = await ctx.transactions.coordinator.add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch,
             {(OFFSETS_TOPIC, partition)})
         return build(schema.AddOffsetsToTxnResponse, error_code=fenced_code(code, ctx.version, 2))

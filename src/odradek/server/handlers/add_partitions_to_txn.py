@@ -26,7 +26,7 @@ def _partitions(topics: Any) -> list[TopicPartition]:
 
 
 def _unknown(ctx: RequestContext, partitions: list[TopicPartition]) -> set[TopicPartition]:
-    topics = ctx.broker.controller.image.topics
+    topics = ctx.metadata.image.topics
     return {(t, p) for t, p in partitions
             if t not in topics or not 0 <= p < len(topics[t].partitions)}
 
@@ -34,7 +34,7 @@ def _unknown(ctx: RequestContext, partitions: list[TopicPartition]) -> set[Topic
 async def _add(ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
                partitions: list[TopicPartition], verify_only: bool = False
                ) -> dict[TopicPartition, ErrorCode]:
-    coordinator = ctx.broker.transactions.coordinator
+    coordinator = ctx.transactions.coordinator
     if verify_only:
         return {tp: coordinator.verify(transactional_id, producer_id, epoch, tp)
                 for tp in partitions}

@@ -12,14 +12,15 @@ from odradek.server.partition_admin import alter_reassignment
 API_KEY = 45
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     topics = []
     for t in request.topics:
         partitions = []
         for p in t.partitions:
             replicas = None if p.replicas is None else tuple(int(r) for r in p.replicas)
-            code, message = alter_reassignment(ctx.broker, (t.name, p.partition_index), replicas)
+            code, message = await alter_reassignment(ctx.metadata, (t.name, p.partition_index),
+                                                     replicas)
             partitions.append(build(schema.ReassignablePartitionResponse,
                                     partition_index=p.partition_index, error_code=code,
                                     error_message=message))

@@ -23,7 +23,6 @@ log = logging.getLogger(__name__)
 
 
 async def _run(ctx: RequestContext, move: PartitionMove) -> None:
-    broker = ctx.broker
     loop = asyncio.get_running_loop()
     try:
         # Two passes in a thread: the second copies what arrived during the first, so
@@ -35,20 +34,19 @@ async def _run(ctx: RequestContext, move: PartitionMove) -> None:
         log.error("moving %s-%d to %s failed: %s", *move.tp, move.target_dir, exc)
         move.abandon()
     finally:
-        broker.logs.move_ended(move)
+        ctx.ports.logs.move_ended(move)
 
 
 def _start(ctx: RequestContext, path: str, topic: str, index: int) -> ErrorCode:
-    broker = ctx.broker
     try:
-        move = broker.logs.start_move(topic, index, path)
+        move = ctx.ports.logs.start_move(topic, index, path)
     except KafkaError as e:
         return e.code
     except KeyError:
         return ErrorCode.replica_not_available
     if move is not None and not move.started:
         move.started = True
-        broker.track(asyncio.ensure_future(_run(ctx, move)))
+        ctx.ports.spawn(_run(ctx, move))
     return ErrorCode.none
 
 

@@ -9,6 +9,7 @@ request has to wait (a long-poll fetch, a join), or None when no response is sen
 from __future__ import annotations
 
 import datetime
+import importlib
 import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
@@ -23,7 +24,11 @@ from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import Message
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.cluster.controller import MetadataController
+    from odradek.coordinator.group import GroupCoordinator
+    from odradek.server.metrics import BrokerMetrics
+    from odradek.server.ports import ConfigView, Ports, Replicas
+    from odradek.server.txn_storage import BrokerTransactions
 
 HandlerResult = Message | Awaitable[Message | None] | None
 
@@ -55,15 +60,47 @@ class ApiHandler:
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
+    """One request as the pipeline hands it to a handler: who sent it, on which
+    listener, and the broker's ports the handler may use."""
+
+    ports: Ports
     header: RequestHeader
     client_host: str
     client_port: int
     listener: str
+    principal: str = "User:ANONYMOUS"
 
     @property
     def version(self) -> int:
         return self.header.api_version
+
+    @property
+    def node_id(self) -> int:
+        return self.ports.node_id
+
+    @property
+    def config(self) -> ConfigView:
+        return self.ports.config
+
+    @property
+    def metadata(self) -> MetadataController:
+        return self.ports.metadata
+
+    @property
+    def replicas(self) -> Replicas:
+        return self.ports.replicas
+
+    @property
+    def groups(self) -> GroupCoordinator:
+        return self.ports.groups
+
+    @property
+    def transactions(self) -> BrokerTransactions:
+        return self.ports.transactions
+
+    @property
+    def metrics(self) -> BrokerMetrics:
+        return self.ports.metrics
 
     @property
     def schema(self) -> Any:
@@ -98,15 +135,41 @@ def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in fields(cls))
 
 
+@cache
+def _names_in_any_version(cls: type) -> frozenset[str]:
+    """The fields of this entity in every version of its API (kio has one module per
+    version: kio.schema.<api>.v<N>.<request|response>)."""
+    parts = cls.__module__.split(".")
+    base, kind = ".".join(parts[:-2]), parts[-1]
+    names: set[str] = set(_field_names(cls))
+    for version in range(_MAX_KIO_VERSION + 1):
+        try:
+            module = importlib.import_module(f"{base}.v{version}.{kind}")
+        except ModuleNotFoundError:
+            continue
+        sibling = getattr(module, cls.__name__, None)
+        if sibling is not None:
+            names |= _field_names(sibling)
+    return frozenset(names)
+
+
+_MAX_KIO_VERSION = 20
+
+
 def build(cls: type, **values: Any) -> Any:
     """Construct a kio message, dropping the fields this version does not have.
 
     Handlers describe a response once, with every field any version knows; each
-    version's class keeps the ones it has.
+    version's class keeps the ones it has. A name no version knows is a bug in the
+    handler and raises at once (else a typo would silently drop a field).
     """
     if cls is _absent:
         return None
     names = _field_names(cls)
+    unknown = values.keys() - names
+    if unknown and (unknown := unknown - _names_in_any_version(cls)):
+        raise TypeError(f"{cls.__name__} has no field {', '.join(sorted(unknown))} "
+                        "in any version")
     kwargs = {k: v for k, v in values.items() if k in names}
     if "throttle_time" in names and "throttle_time" not in kwargs:
         kwargs["throttle_time"] = ZERO_MS  # we do not throttle (yet)

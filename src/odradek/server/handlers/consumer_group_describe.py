@@ -17,7 +17,7 @@ NO_OPERATIONS = -2147483648
 
 def _assignment(ctx: RequestContext, a: dict[uuid.UUID, set[int]]) -> Any:
     schema = ctx.schema
-    topics = ctx.broker.groups.log.topics
+    topics = ctx.groups.log.topics
     return build(schema.Assignment, topic_partitions=tuple(
         build(schema.TopicPartitions, topic_id=t, topic_name=topics.name_of(t) or "",
               partitions=tuple(sorted(p)))

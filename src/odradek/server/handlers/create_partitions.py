@@ -10,7 +10,7 @@ from odradek.server.handlers.base import ApiHandler, RequestContext, build
 API_KEY = 37
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     results = []
     for t in request.topics:
@@ -18,7 +18,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             assignments = (
                 [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
             )
-            ctx.broker.controller.create_partitions(
+            await ctx.metadata.create_partitions(
                 t.name, t.count, assignments, validate_only=request.validate_only
             )
             code, message = ErrorCode.none, None

@@ -14,9 +14,9 @@ API_KEY = 19
 log = logging.getLogger(__name__)
 
 
-def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[str]) -> Any:
+async def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[str]) -> Any:
     schema = ctx.schema
-    controller = ctx.broker.controller
+    controller = ctx.metadata
     if t.name in seen:
         raise InvalidRequest(f"Create topics request from client `{ctx.header.client_id}` "
                              f"contains multiple entries for the following topics: {t.name}")
@@ -26,7 +26,7 @@ def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[str]) ->
             raise InvalidRequest(f"Duplicate config key {c.name}")
         configs[c.name] = c.value
     assignments = {a.partition_index: tuple(a.broker_ids) for a in t.assignments} or None
-    topic = controller.create_topic(
+    topic = await controller.create_topic(
         t.name,
         num_partitions=t.num_partitions,
         replication_factor=t.replication_factor,
@@ -34,7 +34,7 @@ def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[str]) ->
         configs=configs,
         validate_only=validate_only,
     )
-    entries = [] if validate_only else describe_topic(ctx.broker, t.name)
+    entries = [] if validate_only else describe_topic(ctx.ports, t.name)
     return build(
         schema.CreatableTopicResult,
         name=t.name,
@@ -52,13 +52,13 @@ def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[str]) ->
     )
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     results = []
     seen: set[str] = set()
     for t in request.topics:
         try:
-            results.append(_create(ctx, t, request.validate_only, seen))
+            results.append(await _create(ctx, t, request.validate_only, seen))
         except KafkaError as e:
             log.info("create topic %s refused: %s", t.name, e)
             results.append(
@@ -69,17 +69,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         seen.add(t.name)
     response = build(schema.CreateTopicsResponse, topics=tuple(results))
     created = [r.name for r in results if r.error_code == ErrorCode.none]
-    zk = ctx.broker.zk
-    if zk is None or request.validate_only or not created:
-        return response
-
-    async def settled() -> Any:
+    if not request.validate_only and created:
         # In a cluster the controller elects the leaders a moment later: answer when
         # they are known (Kafka's CreateTopics waits the same way, up to its timeout)
-        await zk.settle(created, timeout_s=max(to_ms(request.timeout), 0) / 1000)
-        return response
-
-    return settled()
+        await ctx.metadata.settle(created, timeout_s=max(to_ms(request.timeout), 0) / 1000)
+    return response
 
 
 HANDLER = ApiHandler(API_KEY, 2, 7, handle)

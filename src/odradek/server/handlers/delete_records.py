@@ -21,13 +21,12 @@ API_KEY = 21
 
 def _delete(ctx: RequestContext, topic: str, index: int, offset: int) -> tuple[int, int]:
     """(low watermark, error code)."""
-    broker = ctx.broker
     try:
-        info = broker.controller.image.topics.get(topic)
+        info = ctx.metadata.image.topics.get(topic)
         if info is not None and info.internal:
             raise InvalidTopic(f"Cannot delete records of internal topic {topic}")
-        broker.replicas.get(topic, index)  # UnknownTopicOrPartition
-        return broker.logs.delete_records(topic, index, offset), ErrorCode.none
+        ctx.replicas.get(topic, index)  # UnknownTopicOrPartition
+        return ctx.ports.logs.delete_records(topic, index, offset), ErrorCode.none
     except KafkaError as e:
         return -1, e.code
     except KeyError:

@@ -11,9 +11,9 @@ from odradek.server.handlers.base import ApiHandler, RequestContext, build, to_m
 API_KEY = 20
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    controller = ctx.broker.controller
+    controller = ctx.metadata
     wanted: list[tuple[str | None, Any]] = []
     if hasattr(request, "topic_names"):
         wanted = [(name, None) for name in request.topic_names]
@@ -27,8 +27,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 if info is None:
                     raise UnknownTopicId(f"Topic id {topic_id} does not exist.")
                 name = info.name
-            deleted = controller.delete_topic(
-                name, enabled=bool(ctx.broker.config["delete.topic.enable"])
+            deleted = await controller.delete_topic(
+                name, enabled=bool(ctx.config["delete.topic.enable"])
             )
             results.append(build(schema.DeletableTopicResult, name=name,
                                  topic_id=deleted.topic_id, error_code=ErrorCode.none))
@@ -38,16 +38,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                  error_message=str(e)))
     response = build(schema.DeleteTopicsResponse, responses=tuple(results))
     gone = [r.name for r in results if r.error_code == ErrorCode.none]
-    zk = ctx.broker.zk
-    if zk is None or not gone:
-        return response
-
-    async def settled() -> Any:
-        # the controller deletes the topic's znodes a moment later: answer once it has
-        await zk.settle(deleted=gone, timeout_s=max(to_ms(request.timeout), 0) / 1000)
-        return response
-
-    return settled()
+    if gone:
+        # in a cluster the controller deletes the topic's znodes a moment later: answer
+        # once it has
+        await ctx.metadata.settle(deleted=gone, timeout_s=max(to_ms(request.timeout), 0) / 1000)
+    return response
 
 
 HANDLER = ApiHandler(API_KEY, 1, 6, handle)

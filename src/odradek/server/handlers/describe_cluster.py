@@ -13,7 +13,7 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    image = ctx.broker.controller.image
+    image = ctx.metadata.image
     include_fenced = bool(getattr(request, "include_fenced_brokers", False))
     brokers = tuple(
         build(schema.DescribeClusterBroker, broker_id=b.node_id,

@@ -19,10 +19,10 @@ API_KEY = 32
 
 def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
     if rtype == ResourceType.TOPIC:
-        return describe_topic(ctx.broker, name)
+        return describe_topic(ctx.ports, name)
     if rtype == ResourceType.BROKER:
-        check_broker_name(ctx.broker, name)
-        return describe_broker(ctx.broker)
+        check_broker_name(ctx.ports, name)
+        return describe_broker(ctx.ports)
     if rtype == ResourceType.BROKER_LOGGER:
         return []
     raise InvalidRequest(f"Unsupported resource type {rtype}")
@@ -45,7 +45,6 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     name=e.name,
                     value=e.value,
                     read_only=e.read_only,
-                    is_default=e.source == 5,
                     config_source=int(e.source),
                     is_sensitive=e.sensitive,
                     synonyms=tuple(

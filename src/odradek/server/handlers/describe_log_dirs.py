@@ -18,12 +18,11 @@ API_KEY = 35
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    broker = ctx.broker
     wanted: dict[str, set[int]] | None = None
     if request.topics is not None:
         wanted = {t.topic: set(t.partitions) for t in request.topics}
     results = []
-    for usage in broker.log_dir_usage():
+    for usage in ctx.ports.logs.dir_usage():
         by_topic: dict[str, list[Any]] = {}
         entries = [(tp, size, False) for tp, size in usage.partitions.items()]
         entries += [(tp, size, True) for tp, size in

@@ -18,7 +18,7 @@ API_KEY = 61
 def _partition(ctx: RequestContext, topic: str, index: int) -> Any:
     schema = ctx.schema
     try:
-        partition = ctx.broker.replicas.get(topic, index)
+        partition = ctx.replicas.get(topic, index)
     except KafkaError as e:
         return build(schema.PartitionResponse, partition_index=index, error_code=e.code,
                      error_message=str(e), active_producers=())

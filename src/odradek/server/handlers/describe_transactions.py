@@ -19,7 +19,7 @@ def _time(ms_since_epoch: int) -> datetime.datetime:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    coordinator = ctx.broker.transactions.coordinator
+    coordinator = ctx.transactions.coordinator
     states = []
     for tid in request.transactional_ids:
         code, md = coordinator.describe(tid)

@@ -21,14 +21,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     election = int(getattr(request, "election_type", PREFERRED))
     everything = request.topic_partitions is None
     if everything:
-        tps = all_partitions(ctx.broker.controller.image)
+        tps = all_partitions(ctx.metadata.image)
     else:
         tps = [(t.topic, p) for t in request.topic_partitions for p in t.partitions]
     timeout_s = max(to_ms(request.timeout), 1) / 1000
 
     async def run() -> Any:
         try:
-            outcomes = await elect_leaders(ctx.broker, election, tps, timeout_s)
+            outcomes = await elect_leaders(ctx.metadata, election, tps, timeout_s)
         except KafkaError as e:
             return build(schema.ElectLeadersResponse, error_code=e.code,
                          replica_election_results=())

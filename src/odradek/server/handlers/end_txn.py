@@ -18,7 +18,7 @@ API_KEY = 26
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    coordinator = ctx.broker.transactions.coordinator
+    coordinator = ctx.transactions.coordinator
 
     async def run() -> Any:
         code = await coordinator.end_txn(request.transactional_id, request.producer_id,

@@ -32,8 +32,7 @@ def replica_id_of(request: Any) -> int:
 
 def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
     """[(topic key, partition index, (partition|None, error|None, offset, max_bytes))]."""
-    broker = ctx.broker
-    image = broker.controller.image
+    image = ctx.metadata.image
     out = []
     for t in request.topics:
         topic_id = getattr(t, "topic_id", None)
@@ -51,7 +50,7 @@ def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
                 error = UnknownTopicId(f"unknown topic id {topic_id}")
             else:
                 try:
-                    partition = broker.replicas.get_leader(
+                    partition = ctx.replicas.get_leader(
                         name, p.partition, getattr(p, "current_leader_epoch", -1))
                 except KafkaError as e:
                     error = e
@@ -80,7 +79,7 @@ def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     wanted = _wanted(ctx, request)
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
     items = [w for _, _, w in wanted]
@@ -89,7 +88,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     max_wait_ms = to_ms(request.max_wait)
     has_error = any(r.error is not None for r in reads)
     if total >= request.min_bytes or max_wait_ms <= 0 or has_error or not items:
-        ctx.broker.metrics.on_fetch(total)
+        ctx.metrics.on_fetch(total)
         return _response(ctx, wanted, reads)
 
     async def wait_then_read() -> Any:
@@ -97,7 +96,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         waiter.watch(p for p, _, _, _ in items if p is not None)
         await waiter.wait(max_wait_ms / 1000)
         again, total_again = replicas.read(items, max_bytes, read_committed, replica_id)
-        ctx.broker.metrics.on_fetch(total_again)
+        ctx.metrics.on_fetch(total_again)
         return _response(ctx, wanted, again)
 
     return wait_then_read()

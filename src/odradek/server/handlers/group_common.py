@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -10,7 +11,7 @@ if TYPE_CHECKING:
 
 
 def coordinator(ctx: RequestContext) -> GroupCoordinator:
-    return ctx.broker.groups
+    return ctx.groups
 
 
 def client_host(ctx: RequestContext) -> str:
@@ -20,3 +21,16 @@ def client_host(ctx: RequestContext) -> str:
 
 def client_id(ctx: RequestContext) -> str:
     return ctx.header.client_id or ""
+
+
+def unknown_partitions(ctx: RequestContext, tps: Iterable[tuple[str, int]]
+                       ) -> set[tuple[str, int]]:
+    """The partitions that do not exist: Kafka answers UNKNOWN_TOPIC_OR_PARTITION for
+    them in an offset commit (its metadata check) and commits the rest."""
+    topics = ctx.metadata.image.topics
+    out = set()
+    for topic, index in tps:
+        info = topics.get(topic)
+        if info is None or not 0 <= index < len(info.partitions):
+            out.add((topic, index))
+    return out

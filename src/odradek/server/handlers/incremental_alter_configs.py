@@ -19,7 +19,7 @@ from odradek.server.handlers.base import ApiHandler, RequestContext, build
 API_KEY = 44
 
 
-def alter(
+async def alter(
     ctx: RequestContext,
     request: Any,
     *,
@@ -33,12 +33,12 @@ def alter(
         try:
             ops = ops_of(res)
             if res.resource_type == ResourceType.TOPIC:
-                apply_topic(ctx.broker, res.resource_name, ops, incremental=incremental,
-                            validate_only=request.validate_only)
+                await apply_topic(ctx.ports, res.resource_name, ops, incremental=incremental,
+                                  validate_only=request.validate_only)
             elif res.resource_type == ResourceType.BROKER:
-                check_broker_name(ctx.broker, res.resource_name)
-                apply_broker(ctx.broker, ops, incremental=incremental,
-                             validate_only=request.validate_only)
+                check_broker_name(ctx.ports, res.resource_name)
+                await apply_broker(ctx.ports, ops, incremental=incremental,
+                                   validate_only=request.validate_only)
             else:
                 raise InvalidRequest(f"Unsupported resource type {res.resource_type}")
             code, message = ErrorCode.none, None

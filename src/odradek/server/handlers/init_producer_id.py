@@ -20,15 +20,14 @@ API_KEY = 22
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     if request.transactional_id is not None:
-        txn = getattr(ctx.broker, "transactions", None)
-        if txn is None:
-            return build(schema.InitProducerIdResponse,
-                         error_code=ErrorCode.coordinator_not_available,
-                         producer_id=-1, producer_epoch=-1)
-        return txn.init_producer_id(ctx, request)
-    pid = ctx.broker.controller.allocate_producer_id()
-    return build(schema.InitProducerIdResponse, error_code=ErrorCode.none, producer_id=pid,
-                 producer_epoch=0)
+        return ctx.transactions.init_producer_id(ctx, request)
+
+    async def allocated() -> Any:
+        pid = await ctx.metadata.allocate_producer_id()
+        return build(schema.InitProducerIdResponse, error_code=ErrorCode.none,
+                     producer_id=pid, producer_epoch=0)
+
+    return allocated()
 
 
 HANDLER = ApiHandler(API_KEY, 0, 5, handle)

@@ -63,7 +63,7 @@ def _epoch_at(partition: Partition, offset: int) -> int:
 
 
 def _handle_v0(ctx: RequestContext, request: Any) -> Any:
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     from_follower = request.replica_id >= 0
     topics = []
     for t in request.topics:
@@ -86,7 +86,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     if ctx.version == 0:
         return _handle_v0(ctx, request)
     schema = ctx.schema
-    replicas = ctx.broker.replicas
+    replicas = ctx.replicas
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     from_follower = request.replica_id >= 0
     topics = []

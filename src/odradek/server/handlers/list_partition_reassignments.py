@@ -12,13 +12,14 @@ from odradek.server.partition_admin import ongoing_reassignments
 API_KEY = 46
 
 
-def handle(ctx: RequestContext, request: Any) -> Any:
+async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     wanted = None
     if request.topics is not None:
         wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
     by_topic: dict[str, list[Any]] = {}
-    for (topic, partition), info in sorted(ongoing_reassignments(ctx.broker, wanted).items()):
+    ongoing = await ongoing_reassignments(ctx.metadata, wanted)
+    for (topic, partition), info in sorted(ongoing.items()):
         by_topic.setdefault(topic, []).append(build(
             schema.OngoingPartitionReassignment, partition_index=partition,
             replicas=info.replicas, adding_replicas=info.adding_replicas,

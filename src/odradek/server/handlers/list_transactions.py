@@ -16,7 +16,7 @@ API_KEY = 66
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    code, unknown, found = ctx.broker.transactions.coordinator.list_transactions(
+    code, unknown, found = ctx.transactions.coordinator.list_transactions(
         request.state_filters, request.producer_id_filters,
         getattr(request, "duration_filter", -1),
         getattr(request, "transactional_id_pattern", None))

@@ -18,13 +18,13 @@ def _partition(schema: Any, topic: TopicInfo, p: PartitionInfo, ctx: RequestCont
     isr = p.isr
     leader = p.leader
     error = ErrorCode.none
-    local = ctx.broker.replicas.partitions.get((topic.name, p.partition))
+    local = ctx.replicas.partitions.get((topic.name, p.partition))
     if local is not None and local.log.offline:
         # this broker's copy sits on a failed log dir: as Kafka reports an offline
         # partition, with no leader, so clients stop sending to it
-        offline = (*offline, ctx.broker.node_id)
-        isr = tuple(r for r in isr if r != ctx.broker.node_id)
-        if leader == ctx.broker.node_id:
+        offline = (*offline, ctx.node_id)
+        isr = tuple(r for r in isr if r != ctx.node_id)
+        if leader == ctx.node_id:
             leader, error = -1, ErrorCode.kafka_storage_error
     if leader < 0 and error == ErrorCode.none:
         error = ErrorCode.leader_not_available  # no live replica may lead right now
@@ -69,17 +69,42 @@ def _error_topic(
     )
 
 
+def _to_create(ctx: RequestContext, request: Any) -> list[str]:
+    """Topics a request names that do not exist and may be auto-created."""
+    if (not request.topics or not getattr(request, "allow_auto_topic_creation", True)
+            or not ctx.config["auto.create.topics.enable"]):
+        return []
+    image = ctx.metadata.image
+    names = (w if isinstance(w, str) else getattr(w, "name", None) for w in request.topics)
+    return [n for n in names if n is not None and n not in image.topics]
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
-    broker = ctx.broker
+    missing = _to_create(ctx, request)
+    if not missing:
+        return _respond(ctx, request, {})
+
+    async def auto_created() -> Any:
+        failed: dict[str, ErrorCode] = {}
+        for name in missing:
+            try:
+                await ctx.metadata.create_topic(name)
+            except KafkaError as e:
+                failed[name] = e.code
+        return _respond(ctx, request, failed)
+
+    return auto_created()
+
+
+def _respond(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) -> Any:
     schema = ctx.schema
-    image = broker.controller.image
+    image = ctx.metadata.image
     topics: list[Any] = []
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
         # null (v1+) or an empty list at v0 means every topic
         topics = [_topic(schema, t, ctx) for t in image.topics.values()]
     else:
-        allow_auto = bool(getattr(request, "allow_auto_topic_creation", True))
         for wanted in requested:
             name = wanted if isinstance(wanted, str) else getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
@@ -94,13 +119,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 topics.append(_error_topic(schema, ErrorCode.invalid_topic_exception, None, None))
                 continue
             topic = image.topics.get(name)
-            if topic is None and allow_auto and broker.config["auto.create.topics.enable"]:
-                try:
-                    topic = broker.controller.create_topic(name)
-                except KafkaError as e:
-                    topics.append(_error_topic(schema, e.code, name, None))
-                    continue
-                image = broker.controller.image
+            if name in failed:
+                topics.append(_error_topic(schema, failed[name], name, None))
+                continue
             if topic is None:
                 topics.append(
                     _error_topic(schema, ErrorCode.unknown_topic_or_partition, name, None)

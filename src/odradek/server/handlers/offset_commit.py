@@ -2,6 +2,8 @@
 
 Classic members commit with their generation, KIP-848 members with their member epoch;
 a consumer that assigns itself partitions commits with generation -1 to an empty group.
+A partition that does not exist gets UNKNOWN_TOPIC_OR_PARTITION, as Kafka's metadata
+check answers; the others are committed.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ import time
 from typing import Any
 
 from odradek.coordinator.group import OffsetCommit
+from odradek.protocol.errors import ErrorCode
 from odradek.server.handlers.base import ApiHandler, RequestContext, build, to_ms
-from odradek.server.handlers.group_common import coordinator
+from odradek.server.handlers.group_common import coordinator, unknown_partitions
 
 API_KEY = 8
 
@@ -40,10 +43,17 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         # v2-v4 clients may ask for their own retention (written as value version 1)
         expire = time.time_ns() // 1_000_000 + to_ms(retention)
 
+    unknown = unknown_partitions(ctx, ((c.topic, c.partition) for c in commits))
+    known = [c for c in commits if (c.topic, c.partition) not in unknown]
+
     async def commit() -> Any:
-        errors = await coordinator(ctx).commit_offsets(
-            request.group_id, request.member_id, getattr(request, "group_instance_id", None),
-            request.generation_id_or_member_epoch, commits, expire)
+        errors: dict[tuple[str, int], Any] = dict.fromkeys(
+            unknown, ErrorCode.unknown_topic_or_partition)
+        if known or not commits:
+            errors.update(await coordinator(ctx).commit_offsets(
+                request.group_id, request.member_id,
+                getattr(request, "group_instance_id", None),
+                request.generation_id_or_member_epoch, known, expire))
         return _response(ctx, request, errors)
 
     return commit()

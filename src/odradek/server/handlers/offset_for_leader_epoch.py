@@ -25,7 +25,7 @@ def end_offset(ctx: RequestContext, topic: str, partition: int, current_leader_e
                leader_epoch: int) -> tuple[ErrorCode, int, int]:
     """(error code, epoch, end offset)."""
     try:
-        p = ctx.broker.replicas.get_leader(topic, partition, current_leader_epoch)
+        p = ctx.replicas.get_leader(topic, partition, current_leader_epoch)
         epoch, end = p.log.leader_epochs.end_offset_for(leader_epoch, p.log.log_end_offset)
         return ErrorCode.none, epoch, end
     except KafkaError as e:

@@ -48,7 +48,7 @@ def _check_transactional(ctx: RequestContext, transactional_id: str | None, topi
         return  # the log's validation names the problem
     if not header.is_transactional:
         return
-    code = ctx.broker.transactions.verify_produce(
+    code = ctx.transactions.verify_produce(
         transactional_id, header.producer_id, header.producer_epoch, (topic, index))
     if code != ErrorCode.none:
         raise KafkaError(f"transactional batch of producer {header.producer_id} epoch "
@@ -62,9 +62,8 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any,
 
     An acks=all append the ISR does not have yet goes into `waits` as (partition,
     offset the high watermark must reach)."""
-    broker = ctx.broker
     try:
-        partition = broker.replicas.get_leader(topic, index)
+        partition = ctx.replicas.get_leader(topic, index)
         if acks == -1:
             partition.check_enough_replicas()
         if records is None or len(records) == 0:
@@ -78,7 +77,7 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any,
                 len(buf) > _ATTRIBUTES_LOW and buf[_ATTRIBUTES_LOW] & ATTR_TRANSACTIONAL):
             _check_transactional(ctx, transactional_id, topic, index, buf)
         info = partition.append(buf)
-        broker.metrics.on_produce(topic, len(buf), info.records_count)
+        ctx.metrics.on_produce(topic, len(buf), info.records_count)
         if acks == -1 and not partition.solo and waits is not None:
             waits.append((partition, info.last_offset + 1))
         return (ErrorCode.none, info.first_offset, info.log_append_time,

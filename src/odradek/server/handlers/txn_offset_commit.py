@@ -1,9 +1,10 @@
 """TxnOffsetCommit (28): a group's offsets, committed with a producer's transaction.
 
-Sent to the group coordinator after AddOffsetsToTxn. The group's offsets partition
-must be in the producer's ongoing transaction (else INVALID_TXN_STATE, as Kafka's
-verification answers); the offsets are written at once and count from the
-transaction's COMMIT marker on (coordinator/group/txn_offsets.py).
+Sent to the group coordinator after AddOffsetsToTxn. Where this broker also
+coordinates the producer's transaction, the group's offsets partition must be in it
+(else INVALID_TXN_STATE, as Kafka's verification answers); where another broker does,
+the commit is taken as Kafka takes it. The offsets are written at once and count from
+the transaction's COMMIT marker on (coordinator/group/txn_offsets.py).
 """
 
 from __future__ import annotations
@@ -14,32 +15,44 @@ from odradek.coordinator.group import OffsetCommit
 from odradek.protocol.errors import ErrorCode
 from odradek.server.group_storage import OFFSETS_TOPIC
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.handlers.group_common import unknown_partitions
 from odradek.server.txn_storage import fenced_code
 
 API_KEY = 28
 
 # What a failed check of the producer's transaction tells a client that can retry.
-_RETRIABLE = {ErrorCode.not_coordinator: ErrorCode.coordinator_load_in_progress,
-              ErrorCode.coordinator_not_available: ErrorCode.coordinator_load_in_progress,
-              ErrorCode.concurrent_transactions: ErrorCode.coordinator_load_in_progress}
+_RETRIABLE = {ErrorCode.concurrent_transactions: ErrorCode.coordinator_load_in_progress}
+# The transactional id's coordinator is another broker: Kafka (before KIP-890's
+# transaction version 2) does not ask it, and takes the commit, as the produce path
+# does (txn_storage.verify_produce); EndTxn still fences an old epoch.
+_ELSEWHERE = {ErrorCode.not_coordinator, ErrorCode.coordinator_not_available}
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    broker = ctx.broker
     commits = [
         OffsetCommit(t.name, p.partition_index, p.committed_offset,
                      getattr(p, "committed_leader_epoch", -1), p.committed_metadata)
         for t in request.topics for p in t.partitions
     ]
 
+    unknown = unknown_partitions(ctx, ((c.topic, c.partition) for c in commits))
+    known = [c for c in commits if (c.topic, c.partition) not in unknown]
+
     async def run() -> dict[tuple[str, int], ErrorCode]:
-        groups = broker.groups
+        errors = dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition)
+        if commits and not known:
+            return errors
+        errors.update(await verified(known))
+        return errors
+
+    async def verified(commits: list[OffsetCommit]) -> dict[tuple[str, int], ErrorCode]:
+        groups = ctx.groups
         if request.group_id:  # an empty one: the group coordinator names the error
-            code = broker.transactions.coordinator.verify(
+            code = ctx.transactions.coordinator.verify(
                 request.transactional_id, request.producer_id, request.producer_epoch,
                 (OFFSETS_TOPIC, groups.partition_for(request.group_id)))
-            if code != ErrorCode.none:
+            if code != ErrorCode.none and code not in _ELSEWHERE:
                 code = _RETRIABLE.get(code, code)
                 return {(c.topic, c.partition): code for c in commits}
         return await groups.commit_transactional_offsets(

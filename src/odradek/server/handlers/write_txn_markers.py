@@ -17,7 +17,7 @@ API_KEY = 27
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
-    markers = ctx.broker.transactions.markers
+    markers = ctx.transactions.markers
     results = []
     for m in request.markers:
         topics = []

@@ -1,0 +1,172 @@
+"""The request pipeline: the one path every request takes, whatever its API.
+
+frame → header → handler and version check → decode → context (who, on which
+listener, the ports) → the steps every request passes (authorization, quotas, fault
+injection — each a hook that costs nothing while unset) → the handler → the response
+frame, or, if anything raised, the API's own error response (`error_responses.py`)
+→ metrics. A connection is closed only when no response can be built: a frame too
+short for a header, an unknown API, an unsupported version (but ApiVersions, which
+answers UNSUPPORTED_VERSION), a body that does not parse, or a failed acks=0 produce
+(which owes no response).
+
+The connection (connection.py) owns the bytes and the order of responses; this
+module owns what happens to one request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnsupportedVersion
+from odradek.protocol.headers import peek_ids, read_request_header
+from odradek.protocol.messages import (
+    api_name,
+    decode_request,
+    encode_response,
+    is_flexible_request,
+)
+from odradek.server.error_responses import error_response
+from odradek.server.handlers import HANDLERS
+from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
+from odradek.server.handlers.api_versions import unsupported_version_response
+from odradek.server.handlers.base import CLOSE_CONNECTION, Encoded, RequestContext
+from odradek.server.metrics import BrokerMetrics
+from odradek.server.ports import Ports
+
+log = logging.getLogger(__name__)
+
+PRODUCE = 0
+
+Reply = bytes | bytearray | None
+"""A response frame, or None when none is owed (acks=0); CLOSE_CONNECTION drops it."""
+
+Step = Callable[[RequestContext, Any], Any]
+"""A pipeline step: given the context and the decoded request, None to go on, or what
+to answer instead (a response message, a KafkaError to answer with, CLOSE_CONNECTION,
+or an awaitable of one of these)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    host: str
+    port: int
+    listener: str
+    principal: str = "User:ANONYMOUS"
+
+
+class RequestPipeline:
+    def __init__(self, ports: Ports, metrics: BrokerMetrics) -> None:
+        self.ports = ports
+        self.metrics = metrics
+        # Each runs before the handler, in this order; None while not configured, so an
+        # unsecured, unthrottled broker pays one attribute test per request for each.
+        self.authorize: Step | None = None
+        self.throttle: Step | None = None
+        self.faults: Step | None = None
+
+    def process(self, frame: bytearray, client: Client) -> Any:
+        """A Reply, CLOSE_CONNECTION, or an awaitable of one of them (the handler waits)."""
+        try:
+            api_key, version, correlation_id = peek_ids(frame)
+        except InvalidRequest:
+            log.warning("closing connection from %s:%d: request shorter than a header",
+                        client.host, client.port)
+            return CLOSE_CONNECTION
+        handler = HANDLERS.get(api_key)
+        if handler is None:
+            log.warning("closing connection from %s:%d: unknown api key %d", client.host,
+                        client.port, api_key)
+            return CLOSE_CONNECTION
+        if not handler.min_version <= version <= handler.max_version:
+            if api_key == API_VERSIONS:
+                v, body = unsupported_version_response()
+                return encode_response(api_key, v, correlation_id, body)
+            log.warning("closing connection from %s:%d: %s v%d is not supported (%d-%d)",
+                        client.host, client.port, api_name(api_key), version,
+                        handler.min_version, handler.max_version)
+            return CLOSE_CONNECTION
+        started = self.metrics.on_request(api_key)  # counts it, starts its clock
+        try:
+            # kio's native readers insist on read-only buffers
+            view = memoryview(frame).toreadonly()
+            header, offset = read_request_header(view, is_flexible_request(api_key, version))
+            if handler.decode is not None:
+                request = handler.decode(frame, offset, version)
+            else:
+                request = decode_request(api_key, version, view, offset)
+        except (InvalidRequest, UnsupportedVersion) as e:
+            log.warning("closing connection from %s:%d: %s", client.host, client.port, e)
+            return CLOSE_CONNECTION
+        ctx = RequestContext(self.ports, header, client.host, client.port, client.listener,
+                             client.principal)
+        try:
+            result = self._steps(ctx, request)
+            if result is None:
+                result = handler.handle(ctx, request)
+        except Exception as e:
+            return self._failed(ctx, request, e, started)
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            return self._later(ctx, request, result, started)
+        return self._reply(ctx, request, result, started)
+
+    def _steps(self, ctx: RequestContext, request: Any) -> Any:
+        for step in (self.authorize, self.throttle, self.faults):
+            if step is not None:
+                outcome = step(ctx, request)
+                if outcome is not None:
+                    return outcome
+        return None
+
+    async def _later(self, ctx: RequestContext, request: Any, pending: Awaitable[Any],
+                     started: float) -> Any:
+        try:
+            result = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            return self._failed(ctx, request, e, started)
+        return self._reply(ctx, request, result, started)
+
+    def _reply(self, ctx: RequestContext, request: Any, result: Any, started: float) -> Any:
+        api_key = ctx.header.api_key
+        if isinstance(result, KafkaError):  # a step's refusal
+            return self._failed(ctx, request, result, started)
+        if result is None or result is CLOSE_CONNECTION:
+            self.metrics.on_response(api_key, started, request, result)
+            return result
+        if isinstance(result, Encoded):
+            frame: Reply = result.frame
+        else:
+            try:
+                frame = encode_response(api_key, ctx.version, ctx.header.correlation_id, result)
+            except Exception as e:
+                return self._failed(ctx, request, e, started)
+        self.metrics.on_response(api_key, started, request, result)
+        return frame
+
+    def _failed(self, ctx: RequestContext, request: Any, exc: BaseException,
+                started: float) -> Any:
+        """The API's error response for a request whose handling raised."""
+        api_key, version = ctx.header.api_key, ctx.version
+        self.metrics.on_error(api_key, exc)
+        where = f"{api_name(api_key)} v{version} from {ctx.client_host}:{ctx.client_port}"
+        if isinstance(exc, KafkaError):
+            code, message = exc.code, str(exc)
+            log.warning("%s failed: %s", where, exc)
+        else:
+            code, message = ErrorCode.unknown_server_error, "Unexpected server error"
+            log.error("%s failed", where, exc_info=exc)
+        if api_key == PRODUCE and getattr(request, "acks", 1) == 0:
+            return CLOSE_CONNECTION  # no response is owed; Kafka closes to signal the error
+        try:
+            body = error_response(api_key, version, request, code, message)
+            if body is not None:
+                return encode_response(api_key, version, ctx.header.correlation_id, body)
+        except Exception:
+            log.exception("%s: could not build its error response", where)
+        log.warning("%s: closing the connection (no error response for this API)", where)
+        return CLOSE_CONNECTION

@@ -1,0 +1,81 @@
+"""What handlers may use: narrow, typed ports, handed to them in the request context.
+
+The Broker is only the composition root: it builds one `Ports` at start-up and the
+request pipeline passes it to every handler. A handler never sees the Broker, so a test
+can drive one with small fakes of the ports it touches, and the difference between the
+embedded store and ZooKeeper stays behind the metadata port.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from odradek.cluster.controller import MetadataController
+    from odradek.coordinator.group import GroupCoordinator
+    from odradek.protocol.errors import KafkaError
+    from odradek.replication.partition import Partition
+    from odradek.replication.replica_manager import PartitionRead
+    from odradek.server.metrics import BrokerMetrics
+    from odradek.server.txn_storage import BrokerTransactions
+    from odradek.storage.log_config import LogConfig
+
+
+class ConfigView(Protocol):
+    """The broker's configuration as handlers read it (static and dynamic values)."""
+
+    def __getitem__(self, name: str) -> Any: ...
+
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+    def source(self, name: str) -> str: ...
+
+    def values(self) -> dict[str, Any]: ...
+
+
+class Replicas(Protocol):
+    """The partitions this broker hosts (the replica manager)."""
+
+    @property
+    def partitions(self) -> Mapping[tuple[str, int], Partition]: ...
+
+    def get(self, topic: str, index: int) -> Partition: ...
+
+    def get_leader(self, topic: str, index: int,
+                   current_leader_epoch: int = -1) -> Partition: ...
+
+    def read(self, wanted: Iterable[tuple[Partition | None, KafkaError | None, int, int]],
+             max_bytes: int, read_committed: bool, replica_id: int = -1
+             ) -> tuple[list[PartitionRead], int]: ...
+
+
+class LogDirs(Protocol):
+    """The log directories: their usage, moves between them, record deletion."""
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> int: ...
+
+    def start_move(self, topic: str, partition: int, target: Any) -> Any: ...
+
+    def move_ended(self, move: Any) -> None: ...
+
+    def dir_usage(self) -> Iterable[Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    node_id: int
+    config: ConfigView
+    metadata: MetadataController
+    replicas: Replicas
+    logs: LogDirs
+    groups: GroupCoordinator
+    transactions: BrokerTransactions
+    metrics: BrokerMetrics
+    # the effective log config of a topic (its overrides over the broker's defaults)
+    topic_config: Callable[[str], LogConfig]
+    # creates __consumer_offsets on the first FindCoordinator; False when it cannot yet
+    ensure_offsets_topic: Callable[[], Awaitable[bool]]
+    # background work that outlives the request (a log-dir move), stopped with the broker
+    spawn: Callable[[Awaitable[Any]], None]
