@@ -55,7 +55,7 @@ def test_no_matching_rule_and_invalid_rules_are_refused() -> None:
     with pytest.raises(NoMatchingRule, match="No rules apply to CN=x"):
         SslPrincipalMapper("RULE:^CN=y$/z/").name("CN=x")
     for bad in ("DEFAULTS", "RULE:CN=(.*?)/$1/G", "RULE:CN=(.*?)/$1", "RULE:(/$1/"):
-        with pytest.raises(ConfigError, match="ssl.principal.mapping.rules"):
+        with pytest.raises(ConfigError, match=r"ssl\.principal\.mapping\.rules"):
             SslPrincipalMapper(bad)
 
 
