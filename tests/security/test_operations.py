@@ -40,3 +40,12 @@ def test_docs_table_lists_every_api() -> None:
     for a in OPERATIONS.values():
         assert f"| {a.name} |" in table
     assert "TOPIC_AUTHORIZATION_FAILED" in table
+
+
+def test_docs_security_md_holds_the_current_table() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "security.md").read_text()
+    generated = doc.split("<!-- BEGIN GENERATED TABLE -->\n")[1].split(
+        "<!-- END GENERATED TABLE -->")[0]
+    assert generated == markdown_table(), "run python -m odradek.security.operations"

@@ -240,9 +240,13 @@ def markdown_table() -> str:
             continue
         for i, c in enumerate(a.checks):
             key, name = (str(a.api_key), a.name) if i == 0 else ("", "")
-            names = ", ".join(sorted({p.name_from.value for p in c.any_of}))
+            names = ", ".join(dict.fromkeys(p.name_from.value for p in c.any_of))
             rows.append(f"| {key} | {name} | {c} ({names}) | {c.when} | "
                         f"{c.error.name.upper()} | {c.scope.value} |")
         if a.note:
             rows.append(f"| | | | *{a.note}* | | |")
     return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # regenerate docs/security.md's table
+    print(markdown_table(), end="")
