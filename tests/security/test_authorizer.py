@@ -221,3 +221,16 @@ def test_acl_znodes_round_trip_in_kafkas_layout() -> None:
         acl_zk.decode_acls(b'{"version": 2, "acls": []}')
     with pytest.raises(acl_zk.AclZnodeError):
         acl_zk.decode_change("/kafka-acl-changes", b"\xff")
+
+
+def test_a_change_notification_replaces_one_resources_acls() -> None:
+    auth = AclAuthorizer()
+    pattern = ResourcePattern(T, "orders")
+    auth.add(AclBinding.of(T, "orders", "User:alice", Op.READ))
+    auth.add(AclBinding.of(T, "other", "User:alice", Op.READ))
+    data = acl_zk.encode_acls([AclBinding.of(T, "orders", "User:bob", Op.WRITE).entry])
+    auth.replace_resource(pattern, acl_zk.decode_acls(data))
+    assert not can(auth, ALICE, Op.READ, T, "orders") and can(auth, BOB, Op.WRITE, T, "orders")
+    assert can(auth, ALICE, Op.READ, T, "other")
+    auth.replace_resource(pattern, [])
+    assert auth.resource_acls(pattern) == [] and len(auth) == 1

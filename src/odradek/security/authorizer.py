@@ -192,6 +192,25 @@ class AclAuthorizer:
         self._prefix_lengths[rtype] = tuple(sorted(
             {len(name) for (t, name) in self._prefixed if t == rtype}))
 
+    def resource_acls(self, pattern: ResourcePattern) -> list[AclBinding]:
+        """The ACLs stored on exactly this resource pattern (one znode's content)."""
+        key = (pattern.resource_type, pattern.name)
+        return [b for b in self._table(pattern).get(key, ()) if b.pattern == pattern]
+
+    def replace_resource(self, pattern: ResourcePattern,
+                         entries: Iterable[AccessControlEntry]) -> None:
+        """Make this resource's ACLs exactly `entries`: what a broker does when a
+        `/kafka-acl-changes` notification names the resource and it re-reads the znode."""
+        wanted = {AclBinding(pattern, e) for e in entries}
+        for b in self.resource_acls(pattern):
+            if b not in wanted:
+                self.remove(b)
+        for b in wanted:
+            try:
+                self.add(b)
+            except InvalidAcl as e:  # a znode another tool wrote badly: skip that entry
+                audit_log.warning("Ignoring invalid ACL %s: %s", b, e)
+
     def create_acls(self, bindings: Sequence[AclBinding]) -> list[InvalidAcl | None]:
         """CreateAcls: one result per binding, None for success (an existing ACL too)."""
         results: list[InvalidAcl | None] = []
