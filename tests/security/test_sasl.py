@@ -339,3 +339,10 @@ def test_oauthbearer_signed_jwt_checked_against_a_jwks_file(tmp_path: Any) -> No
     with pytest.raises(ConfigError, match=r"jwks\.endpoint\.url"):
         SaslMechanisms.from_config({**props, "sasl.oauthbearer.jwks.endpoint.url":
                                     f"file://{tmp_path}/missing.json"}, "SASL_SSL")
+
+
+def test_an_unprefixed_broker_jaas_config_is_refused_not_ignored() -> None:
+    with pytest.raises(ConfigError, match=r"listener\.name\.<listener>\.<mechanism>"):
+        SaslMechanisms.from_config({"sasl.enabled.mechanisms": "PLAIN",
+                                    "sasl.jaas.config": PROPS[
+                                        "listener.name.sasl_ssl.plain.sasl.jaas.config"]}, "X")

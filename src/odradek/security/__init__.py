@@ -8,10 +8,10 @@ from odradek.security.tls import SERVER_PROPERTIES as TLS_PROPERTIES
 
 # Broker properties this layer honours, beyond TLS_PROPERTIES; each may also appear as
 # `listener.name.<listener>.<property>` (SASL ones also with `.<mechanism>.` inside).
-# `sasl.jaas.config` is honoured only in its Kafka broker form,
+# JAAS is read only in Kafka's broker form,
 # `listener.name.<listener>.<mechanism>.sasl.jaas.config`.
 SASL_PROPERTIES = frozenset({
-    "sasl.enabled.mechanisms", "sasl.jaas.config", "sasl.server.callback.handler.class",
+    "sasl.enabled.mechanisms", "sasl.server.callback.handler.class",
     "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.expected.audience",
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",

@@ -58,6 +58,9 @@ class SaslMechanisms:
             if m not in SUPPORTED:
                 raise ConfigError(f"{prop}: unsupported mechanism {m} (supported: "
                                   f"{', '.join(SUPPORTED)})")
+        if "sasl.jaas.config" in view:
+            raise ConfigError("sasl.jaas.config: a broker reads JAAS per listener and "
+                              "mechanism, listener.name.<listener>.<mechanism>.sasl.jaas.config")
         out = SaslMechanisms(enabled, scram_credentials=scram_credentials)
         if "PLAIN" in enabled:
             module = jaas.listener_jaas(props, listener, "PLAIN")
