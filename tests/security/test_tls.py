@@ -252,3 +252,43 @@ def test_client_properties_plaintext_and_errors(pki: Pki) -> None:
     java = {"security.protocol": "SASL_SSL", "ssl.truststore.type": "PEM",
             "ssl.truststore.location": str(pki.dir / "ca.crt")}
     assert client_context(java) is not None
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 15.0) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return cond()
+
+
+def test_librdkafka_handshakes_with_a_client_certificate(pki: Pki, serve: Serve) -> None:
+    """confluent-kafka (librdkafka's own OpenSSL use) against our listener context and
+    the certificates certs.py makes: the broker side sees alice's certificate."""
+    from confluent_kafka import Producer
+
+    served = serve(ServerTls.from_config(broker_props(pki, **{"ssl.client.auth": "required"})))
+    errors: list[str] = []
+    producer = Producer({"bootstrap.servers": f"localhost:{served.port}", **pki.client(pki.alice),
+                         "error_cb": lambda e: errors.append(str(e)), "log_level": 0})
+    try:
+        assert wait_for(lambda: bool(served.principals)), (served.errors, errors)
+        assert served.principals[0] == "User:CN=alice,OU=clients,O=odradek"
+    finally:
+        producer.flush(0)
+        del producer
+    untrusted = serve(ServerTls.from_config(broker_props(pki)))
+    refused: list[str] = []
+    producer = Producer({"bootstrap.servers": f"localhost:{untrusted.port}",
+                         **pki.client(None, ca=pki.dir / "other-ca.crt"),
+                         "error_cb": lambda e: refused.append(str(e)), "log_level": 0})
+    try:
+        assert wait_for(lambda: bool(untrusted.errors) or bool(refused))
+        producer.poll(0.5)
+        assert untrusted.principals == []
+    finally:
+        producer.flush(0)
+        del producer
