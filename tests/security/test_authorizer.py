@@ -234,3 +234,17 @@ def test_a_change_notification_replaces_one_resources_acls() -> None:
     assert can(auth, ALICE, Op.READ, T, "other")
     auth.replace_resource(pattern, [])
     assert auth.resource_acls(pattern) == [] and len(auth) == 1
+
+
+def test_filter_authorized_counts_references_once_per_name(
+        caplog: pytest.LogCaptureFixture) -> None:
+    auth = AclAuthorizer()
+    auth.add(AclBinding.of(T, "a", "User:alice", Op.WRITE))
+    auth.add(AclBinding.of(C, "kafka-cluster", "User:alice", Op.IDEMPOTENT_WRITE))
+    with caplog.at_level(logging.INFO, logger="kafka.authorizer.logger"):
+        allowed = auth.filter_authorized(ALICE, Op.WRITE, T, ["a", "b", "b", "a", "b"])
+    assert allowed == {"a"}
+    assert "on resource = Topic:LITERAL:b for request = Fetch with resourceRefCount = 3" in (
+        caplog.text)
+    assert auth.authorize_cluster(ALICE, Op.IDEMPOTENT_WRITE)
+    assert not auth.authorize_cluster(BOB, Op.IDEMPOTENT_WRITE)

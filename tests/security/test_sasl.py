@@ -346,3 +346,20 @@ def test_an_unprefixed_broker_jaas_config_is_refused_not_ignored() -> None:
         SaslMechanisms.from_config({"sasl.enabled.mechanisms": "PLAIN",
                                     "sasl.jaas.config": PROPS[
                                         "listener.name.sasl_ssl.plain.sasl.jaas.config"]}, "X")
+
+
+def test_scram_sha_256_matches_the_rfc_7677_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    from odradek.security.sasl import scram as scram_module
+
+    salt = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+    cred = make_credential("SCRAM-SHA-256", "pencil", 4096, salt=salt)
+    monkeypatch.setattr(scram_module, "secure_random_string",
+                        lambda: "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0")
+    server = ScramServer("SCRAM-SHA-256", lambda u: cred if u == "user" else None)
+    first = server.evaluate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO")
+    assert first == (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                     b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+    final = server.evaluate(b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                            b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+    assert final == b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+    assert str(server.principal) == "User:user"

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from odradek.configdef import ConfigError
 from odradek.security.acl import (
+    CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
     WILDCARD,
     AccessControlEntry,
@@ -280,6 +281,23 @@ class AclAuthorizer:
         if allow is not None:
             return _Rule(Decision.ALLOWED, f"MatchingAcl(acl={standard_acl_str(allow)})")
         return _DEFAULT_DENY if has_acls else self.no_acl_rule
+
+    def filter_authorized(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
+                          names: Iterable[str], *, log_if_allowed: bool = True,
+                          log_if_denied: bool = True) -> set[str]:
+        """Kafka's AuthHelper.filterByAuthorized: the names (deduplicated, each checked
+        once with its count as resourceRefCount) the principal may `op`."""
+        counts: dict[str, int] = {}
+        for n in names:
+            counts[n] = counts.get(n, 0) + 1
+        return {n for n, count in counts.items()
+                if self.authorize_one(ctx, Action(op, rtype, n, count, log_if_allowed,
+                                                  log_if_denied)) is Decision.ALLOWED}
+
+    def authorize_cluster(self, ctx: RequestContext, op: AclOperation, *,
+                          log_if_denied: bool = True) -> bool:
+        return self.authorize_one(ctx, Action(op, ResourceType.CLUSTER, CLUSTER_NAME,
+                                              log_if_denied=log_if_denied)) is Decision.ALLOWED
 
     def authorize_by_resource_type(self, ctx: RequestContext, op: AclOperation,
                                    rtype: ResourceType) -> Decision:
