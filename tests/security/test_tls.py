@@ -292,3 +292,12 @@ def test_librdkafka_handshakes_with_a_client_certificate(pki: Pki, serve: Serve)
     finally:
         producer.flush(0)
         del producer
+
+
+def test_a_written_bundle_serves_tls_to_its_users(tmp_path: Path, serve: Serve) -> None:
+    bundle = certs.write_bundle(tmp_path / "secure", brokers=["b1"], users=["admin"])
+    assert (tmp_path / "secure" / "user-admin.key").stat().st_mode & 0o777 == 0o600
+    tls = ServerTls.from_config(bundle.broker_properties("b1", listener="SSL"), "SSL")
+    served = serve(tls)
+    principal, cn = handshake(served.port, bundle.client_properties("admin"))
+    assert principal == "User:CN=admin,OU=clients,O=odradek" and cn == "b1"

@@ -123,3 +123,47 @@ def broker_cert(ca: Issued, broker: str = "localhost", hosts: Sequence[str] = (
 
 def client_cert(ca: Issued, user: str, ou: str | None = "clients") -> Issued:
     return issue(ca, user, ou=ou, org="odradek", server=False)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Files for a secured local cluster: the CA, one PEM keystore per broker, one key
+    pair per user, and the properties that point at them."""
+
+    directory: Path
+    ca_path: Path
+    broker_keystores: dict[str, Path]
+    user_certs: dict[str, tuple[Path, Path]]  # user -> (certificate, key)
+
+    def broker_properties(self, broker: str, listener: str | None = None) -> dict[str, str]:
+        """Kafka broker properties for TLS with required client certificates."""
+        prefix = f"listener.name.{listener.lower()}." if listener else ""
+        return {f"{prefix}ssl.keystore.type": "PEM",
+                f"{prefix}ssl.keystore.location": str(self.broker_keystores[broker]),
+                f"{prefix}ssl.truststore.type": "PEM",
+                f"{prefix}ssl.truststore.location": str(self.ca_path),
+                f"{prefix}ssl.client.auth": "required"}
+
+    def client_properties(self, user: str, protocol: str = "SSL") -> dict[str, str]:
+        """Kafka client properties (librdkafka's names) for `user`."""
+        cert, key = self.user_certs[user]
+        return {"security.protocol": protocol, "ssl.ca.location": str(self.ca_path),
+                "ssl.certificate.location": str(cert), "ssl.key.location": str(key)}
+
+
+def write_bundle(directory: Path, brokers: Sequence[str] = ("localhost",),
+                 users: Sequence[str] = ("admin",),
+                 hosts: Sequence[str] = ("localhost", "127.0.0.1", "::1")) -> Bundle:
+    """Make a CA, a certificate per broker (valid for `hosts` and its own name) and per
+    user, and write them under `directory` (private files mode 0600)."""
+    ca = make_ca()
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_path = directory / "ca.crt"
+    ca_path.write_bytes(ca.cert_pem())
+    keystores = {b: broker_cert(ca, b, tuple(dict.fromkeys((b, *hosts)))).write_pem(
+        directory, f"broker-{b}") for b in brokers}
+    user_certs = {}
+    for u in users:
+        client_cert(ca, u).write_pem(directory, f"user-{u}")
+        user_certs[u] = (directory / f"user-{u}.crt", directory / f"user-{u}.key")
+    return Bundle(directory, ca_path, keystores, user_certs)
