@@ -301,3 +301,18 @@ def test_a_written_bundle_serves_tls_to_its_users(tmp_path: Path, serve: Serve) 
     served = serve(tls)
     principal, cn = handshake(served.port, bundle.client_properties("admin"))
     assert principal == "User:CN=admin,OU=clients,O=odradek" and cn == "b1"
+
+
+def test_a_truststore_change_admits_a_new_ca_without_restart(pki: Pki, serve: Serve,
+                                                             tmp_path: Path) -> None:
+    trust = tmp_path / "trust.crt"
+    trust.write_bytes(pki.ca.cert_pem())
+    tls = ServerTls.from_config(broker_props(pki, **{"ssl.truststore.location": str(trust),
+                                                     "ssl.client.auth": "required"}))
+    served = serve(tls)
+    with pytest.raises((ssl.SSLError, OSError)):
+        handshake(served.port, pki.client(pki.stranger))
+    other_ca = (pki.dir / "other-ca.crt").read_bytes()
+    trust.write_bytes(pki.ca.cert_pem() + other_ca)
+    assert tls.reload_if_changed()
+    assert handshake(served.port, pki.client(pki.stranger))[0].startswith("User:CN=alice")
