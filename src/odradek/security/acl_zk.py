@@ -91,8 +91,11 @@ def decode_acls(data: bytes | None) -> list[AccessControlEntry]:
         return []
     if not isinstance(js, dict) or js.get("version") != ACL_ZNODE_VERSION:
         raise AclZnodeError(f"ACL znode version must be {ACL_ZNODE_VERSION}")
+    items = js.get("acls", [])
+    if not isinstance(items, list):
+        raise AclZnodeError("ACL znode: \"acls\" must be a list")
     out = []
-    for item in js.get("acls", []):
+    for item in items:
         try:
             principal = str(KafkaPrincipal.parse(item["principal"]))
             perm = AclPermissionType.parse(item["permissionType"])
