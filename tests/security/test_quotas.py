@@ -134,3 +134,29 @@ def test_connection_creation_rate_per_ip_and_per_listener() -> None:
     assert limiter.record("10.0.0.2", 100) == 0
     wide = ConnectionRateQuota(QuotaConfigs(), max_rate=5.0)
     assert max(wide.record(f"10.0.1.{i}", i) for i in range(100)) > 0
+
+
+def test_zookeeper_config_znodes_set_and_clear_quotas() -> None:
+    from odradek.security.sasl.scram import make_credential, user_config_value
+
+    q = QuotaConfigs()
+    value = user_config_value({"producer_byte_rate": "1024", "request_percentage": "50.5"},
+                              "SCRAM-SHA-512", make_credential("SCRAM-SHA-512", "pw"))
+    q.apply_zk_config("/config/users/alice/clients/<default>", value)
+    assert q.resolve(P, "alice", "x")[1] == 1024.0
+    assert q.resolve(REQUEST_PERCENTAGE, "alice", "x")[1] == 50.5
+    q.apply_zk_config("/config/users/alice/clients/<default>",
+                      b'{"version":1,"config":{"producer_byte_rate":"2048"}}')
+    assert q.resolve(P, "alice", "x")[1] == 2048.0
+    assert q.resolve(REQUEST_PERCENTAGE, "alice", "x")[1] is None
+    q.apply_zk_config("/config/ips/<default>",
+                      b'{"version":1,"config":{"connection_creation_rate":"20"}}')
+    assert q.ip_rate("1.1.1.1") == 20.0
+    q.apply_zk_config("/config/users/alice/clients/<default>", None)
+    assert q.entities == {}
+    for path, data in (("/config/topics/t", b"{}"),
+                       ("/config/users/a", b'{"version":1,"config":{"producer_byte_rate":"x"}}'),
+                       ("/config/users/a", b'{"version":1,"config":{"producer_byte_rate":"-1"}}'),
+                       ("/config/users/a", b"\xff")):
+        with pytest.raises(InvalidQuota):
+            q.apply_zk_config(path, data)

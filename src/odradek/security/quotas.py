@@ -17,6 +17,7 @@ throttle milliseconds out — Kafka's ClientQuotaManager arithmetic.
 from __future__ import annotations
 
 import ipaddress
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -219,6 +220,28 @@ class QuotaConfigs:
     def ip_rate(self, ip: str) -> float | None:
         return self.ips.get(ip, self.ips.get(None))
 
+    def apply_zk_config(self, path: str, data: bytes | None) -> None:
+        """Make an entity's quotas what its `/config/users|clients|ips/…` znode says
+        (`{"version":1,"config":{"producer_byte_rate":"1024",…}}`); other keys in the
+        znode (SCRAM credentials) are not quotas and are left alone."""
+        entity = entity_from_zk_path(path)
+        keys = IP_KEYS if "ip" in entity else USER_CLIENT_KEYS
+        config: dict[str, object] = {}
+        if data:
+            try:
+                js = json.loads(data)
+                config = dict(js.get("config", {}))
+            except (ValueError, AttributeError, TypeError):
+                raise InvalidQuota(f"{path}: not a config znode") from None
+        for key in keys:
+            raw = config.get(key)
+            value = None if raw is None else _number(path, key, raw)
+            current = (self.ips.get(entity["ip"]) if "ip" in entity
+                       else self.entities.get(_entity_key(entity), {}).get(key))
+            if value is None and current is None:
+                continue
+            self.alter(entity, key, value)
+
     @staticmethod
     def zk_path(entity: Mapping[str, str | None]) -> str:
         """`/config/users/<u>[/clients/<c>]`, `/config/clients/<c>`, `/config/ips/<ip>`."""
@@ -230,6 +253,29 @@ class QuotaConfigs:
             base = f"/config/users/{n(entity['user'])}"
             return f"{base}/clients/{n(entity['client-id'])}" if "client-id" in entity else base
         return f"/config/clients/{n(entity['client-id'])}"
+
+
+def _number(path: str, key: str, raw: object) -> float:
+    try:
+        return float(str(raw))
+    except ValueError:
+        raise InvalidQuota(f"{path}: {key} is not a number") from None
+
+
+def entity_from_zk_path(path: str) -> dict[str, str | None]:
+    """The entity of a quota znode path; `<default>` becomes None."""
+    def n(v: str) -> str | None:
+        return None if v == DEFAULT else v
+    parts = path.strip("/").split("/")
+    if len(parts) == 3 and parts[:2] == ["config", "users"]:
+        return {"user": n(parts[2])}
+    if len(parts) == 5 and parts[:2] == ["config", "users"] and parts[3] == "clients":
+        return {"user": n(parts[2]), "client-id": n(parts[4])}
+    if len(parts) == 3 and parts[:2] == ["config", "clients"]:
+        return {"client-id": n(parts[2])}
+    if len(parts) == 3 and parts[:2] == ["config", "ips"]:
+        return {"ip": n(parts[2])}
+    raise InvalidQuota(f"not a quota entity path: {path}")
 
 
 # --- enforcement --------------------------------------------------------------------
