@@ -82,7 +82,12 @@ class Action:
 @dataclass(frozen=True)
 class _Rule:
     decision: Decision
-    text: str
+    label: str = ""
+    acl: AclBinding | None = None  # formatted only if the line is logged
+
+    @property
+    def text(self) -> str:
+        return f"MatchingAcl(acl={standard_acl_str(self.acl)})" if self.acl else self.label
 
 
 _SUPER = _Rule(Decision.ALLOWED, "SuperUser")
@@ -131,6 +136,8 @@ class AclAuthorizer:
         self._literal: dict[tuple[ResourceType, str], tuple[AclBinding, ...]] = {}
         self._prefixed: dict[tuple[ResourceType, str], tuple[AclBinding, ...]] = {}
         self._prefix_lengths: dict[ResourceType, tuple[int, ...]] = {}
+        # how many PREFIXED resource names of each length exist, per type
+        self._length_counts: dict[tuple[ResourceType, int], int] = {}
         self._count = 0
 
     @classmethod
@@ -168,8 +175,8 @@ class AclAuthorizer:
                 return False
             table[key] = (*current, binding)
             self._count += 1
-            if binding.pattern.pattern_type == PatternType.PREFIXED:
-                self._refresh_lengths(binding.pattern.resource_type)
+            if binding.pattern.pattern_type == PatternType.PREFIXED and not current:
+                self._count_length(binding.pattern, +1)
             return True
 
     def remove(self, binding: AclBinding) -> bool:
@@ -184,14 +191,21 @@ class AclAuthorizer:
                 table[key] = rest
             else:
                 del table[key]
+                if binding.pattern.pattern_type == PatternType.PREFIXED:
+                    self._count_length(binding.pattern, -1)
             self._count -= 1
-            if binding.pattern.pattern_type == PatternType.PREFIXED:
-                self._refresh_lengths(binding.pattern.resource_type)
             return True
 
-    def _refresh_lengths(self, rtype: ResourceType) -> None:
-        self._prefix_lengths[rtype] = tuple(sorted(
-            {len(name) for (t, name) in self._prefixed if t == rtype}))
+    def _count_length(self, pattern: ResourcePattern, delta: int) -> None:
+        rtype, key = pattern.resource_type, (pattern.resource_type, len(pattern.name))
+        n = self._length_counts.get(key, 0) + delta
+        if n:
+            self._length_counts[key] = n
+        else:
+            del self._length_counts[key]
+        if n in (0, 1):  # a length appeared or disappeared
+            self._prefix_lengths[rtype] = tuple(sorted(
+                length for (t, length) in self._length_counts if t == rtype))
 
     def resource_acls(self, pattern: ResourcePattern) -> list[AclBinding]:
         """The ACLs stored on exactly this resource pattern (one znode's content)."""
@@ -275,11 +289,11 @@ class AclAuthorizer:
             for b in group:
                 result = _acl_result(op, principals, host, b.entry)
                 if result is Decision.DENIED:
-                    return _Rule(Decision.DENIED, f"MatchingAcl(acl={standard_acl_str(b)})")
+                    return _Rule(Decision.DENIED, acl=b)
                 if result is Decision.ALLOWED:
                     allow = b
         if allow is not None:
-            return _Rule(Decision.ALLOWED, f"MatchingAcl(acl={standard_acl_str(allow)})")
+            return _Rule(Decision.ALLOWED, acl=allow)
         return _DEFAULT_DENY if has_acls else self.no_acl_rule
 
     def filter_authorized(self, ctx: RequestContext, op: AclOperation, rtype: ResourceType,
