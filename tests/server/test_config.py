@@ -79,11 +79,14 @@ def test_java_properties_continuations(tmp_path: Path) -> None:
     assert read_properties(f) == {"a": "1,2", "b": "x y"}
 
 
-@pytest.mark.parametrize("listener", [
-    "SASL_SSL://127.0.0.1:9093", "SSL://127.0.0.1:9093", "SASL_PLAINTEXT://127.0.0.1:9093",
+@pytest.mark.parametrize(("listener", "missing"), [
+    ("SASL_SSL://127.0.0.1:9093", "ssl.keystore.location"),
+    ("SSL://127.0.0.1:9093", "ssl.keystore.location"),
+    ("SASL_PLAINTEXT://127.0.0.1:9093", "sasl.enabled.mechanisms"),
 ])
-def test_a_listener_of_a_protocol_not_served_stops_the_start(listener: str) -> None:
-    with pytest.raises(ConfigError, match="refusing to serve it unsecured"):
+def test_a_secured_listener_without_what_it_needs_stops_the_start(listener: str,
+                                                                   missing: str) -> None:
+    with pytest.raises(ConfigError, match=missing.replace(".", r"\.")):
         BrokerConfig.load(environ={}, overrides={"listeners": listener})
 
 
@@ -92,7 +95,7 @@ def test_a_custom_listener_name_takes_its_protocol_from_the_map() -> None:
         "listeners": "INTERNAL://127.0.0.1:9092",
         "listener.security.protocol.map": "INTERNAL:PLAINTEXT"})
     assert config.security_protocol("INTERNAL") == "PLAINTEXT"
-    with pytest.raises(ConfigError, match="uses SASL_SSL"):
+    with pytest.raises(ConfigError, match=r"ssl\.keystore\.location"):
         BrokerConfig.load(environ={}, overrides={
             "listeners": "INTERNAL://127.0.0.1:9092",
             "listener.security.protocol.map": "INTERNAL:SASL_SSL"})
@@ -100,13 +103,21 @@ def test_a_custom_listener_name_takes_its_protocol_from_the_map() -> None:
         BrokerConfig.load(environ={}, overrides={"listeners": "INTERNAL://127.0.0.1:9092"})
 
 
+def test_sasl_and_tls_properties_are_kept_for_the_listeners() -> None:
+    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+            'username="a" password="b" user_a="b";')
+    config = BrokerConfig.load(environ={}, overrides={
+        "listeners": "PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas})
+    assert config.security_props["sasl.enabled.mechanisms"] == "PLAIN"
+
+
 @pytest.mark.parametrize("name,value", [
-    ("sasl.enabled.mechanisms", "SCRAM-SHA-512"),
-    ("ssl.keystore.location", "/etc/kafka/broker.p12"),
-    ("listener.name.sasl_ssl.plain.sasl.jaas.config", "x"),
     ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
     ("super.users", "User:admin"),
     ("max.connections.per.ip", "10"),
+    ("security.inter.broker.protocol", "SASL_SSL"),
 ])
 def test_a_security_property_not_honoured_stops_the_start(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name.replace(".", r"\.") + " is not supported"):

@@ -79,6 +79,10 @@ class MetadataController(Protocol):
 
     async def allocate_producer_id(self) -> int: ...
 
+    async def alter_user_config(self, user: str, key: str, value: str | None) -> None:
+        """Set (None: remove) one entry of a user's config: a SCRAM credential."""
+        ...
+
     async def settle(self, created: Sequence[str] = (), deleted: Sequence[str] = (),
                      timeout_s: float = 30.0) -> bool:
         """Wait until created topics have leaders and deleted ones are gone."""
@@ -119,6 +123,8 @@ class Controller:
             topics=topics,
             broker_configs=dict((data or {}).get("broker_configs", {})),
             next_producer_id=int((data or {}).get("next_producer_id", 0)),
+            user_configs={str(u): dict(c) for u, c in
+                          (data or {}).get("user_configs", {}).items()},
         )
         self._pid_next = self.image.next_producer_id
         self._pid_end = self.image.next_producer_id
@@ -287,6 +293,18 @@ class Controller:
         async with self._changing:
             await self._commit(replace(self.image, broker_configs=dict(configs)),
                                "broker-configs", "")
+
+    async def alter_user_config(self, user: str, key: str, value: str | None) -> None:
+        async with self._changing:
+            users = {u: dict(c) for u, c in self.image.user_configs.items()}
+            entry = users.setdefault(user, {})
+            if value is None:
+                entry.pop(key, None)
+                if not entry:
+                    del users[user]
+            else:
+                entry[key] = value
+            await self._commit(replace(self.image, user_configs=users), "user-configs", user)
 
     # ---- producer ids -----------------------------------------------------------
 

@@ -109,6 +109,8 @@ class MetadataImage:
     topics: dict[str, TopicInfo]
     broker_configs: dict[str, str] = field(default_factory=dict)  # dynamic, cluster-wide
     next_producer_id: int = 0
+    # Kafka's /config/users/<user>: SCRAM credentials in their stored form, per mechanism
+    user_configs: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for t in self.topics.values():
@@ -122,6 +124,7 @@ class MetadataImage:
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
             "broker_configs": self.broker_configs,
+            "user_configs": self.user_configs,
             "topics": [
                 {
                     "name": t.name,

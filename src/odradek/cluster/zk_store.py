@@ -496,6 +496,11 @@ class ZkMetadataStore:
                        dict(configs))
         await self._read_back([zd.broker_config_path()])
 
+    async def alter_user_config(self, user: str, key: str, value: str | None) -> None:
+        # /config/users is not read by brokers on ZooKeeper yet: refused, never ignored
+        raise KafkaError("SCRAM credentials are not supported with zookeeper.connect yet",
+                         ErrorCode.unsupported_version)
+
     async def allocate_producer_id(self) -> int:
         """From a block of 1000 this broker claimed in /latest_producer_id_block."""
         async with self._pid_lock:  # one claim at a time: a block is never skipped

@@ -29,6 +29,7 @@ from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
 from odradek.replication.partition import Partition
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.security.sasl.scram import ScramCredential
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
 from odradek.server.group_storage import (
@@ -36,6 +37,7 @@ from odradek.server.group_storage import (
     ensure_offsets_topic,
     follow_leadership,
 )
+from odradek.server.listener_security import ListenerSecurity, listener_security
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
@@ -66,6 +68,7 @@ class Broker:
         self.max_request_size = int(config["socket.request.max.bytes"])
         self.max_queued_requests = int(config["queued.max.requests"])
         self.bound: dict[str, tuple[str, int]] = {}
+        self.listener_security: dict[str, ListenerSecurity] = {}
         self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopping = False
@@ -148,6 +151,8 @@ class Broker:
                     lambda: loop.run_in_executor(None, self.logs.checkpoint))
         self._start_metrics_endpoint()
         self._every(30_000, self._close_idle_connections)
+        if any(s.tls is not None for s in self.listener_security.values()):
+            self._every(10_000, self._reload_certificates)
         self._every(int(self.config["log.retention.check.interval.ms"]), self.logs.cleanup_logs)
         # The cleaner's threads swap cleaned segments in on the loop, which owns the logs.
         self.logs.start_cleaner(owner_via(loop.call_soon_threadsafe))
@@ -191,18 +196,41 @@ class Broker:
 
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
+            security = listener_security(
+                self.config.security_props, listener.name,
+                self.config.security_protocol(listener.name), self._scram_credential)
+            self.listener_security[listener.name] = security
             server = await loop.create_server(
-                lambda name=listener.name: KafkaConnection(self, name),  # type: ignore[misc]
+                lambda s=security: KafkaConnection(self, s),  # type: ignore[misc]
                 host=listener.host or None,
                 port=listener.port,
                 reuse_address=True,
                 start_serving=False,
                 backlog=1024,
+                ssl=security.ssl_context,
             )
             sock = server.sockets[0]
             host, port = sock.getsockname()[:2]
             self.bound[listener.name] = (listener.host or host, port)
             self._servers.append(server)
+
+    def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """A user's stored SCRAM credential (AlterUserScramCredentials put it there)."""
+        stored = self.controller.image.user_configs.get(user, {}).get(mechanism)
+        return ScramCredential.parse(stored) if stored else None
+
+    def _reload_certificates(self) -> None:
+        """Kafka's dynamic ssl.keystore.*: new files apply to the next handshakes."""
+        for security in self.listener_security.values():
+            if security.tls is None:
+                continue
+            try:
+                if security.tls.reload_if_changed():
+                    log.info("listener %s: reloaded its keystore and truststore",
+                             security.name)
+            except Exception as e:  # the old certificates stay in use
+                log.error("listener %s: certificates changed but cannot be used: %s",
+                          security.name, e)
 
     def _cluster_id(self, dirs: list[Path]) -> str:
         """The id recorded in the data dirs, else the configured one, else a new one."""

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from odradek.configdef import LONG_MAX, ConfigDef, ConfigError, ConfigTable, ConfigType
+from odradek.security import SASL_PROPERTIES, TLS_PROPERTIES
+from odradek.server.listener_security import listener_security, no_scram
 from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
 log = logging.getLogger(__name__)
@@ -253,12 +255,10 @@ class Listener:
 
 
 _PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# What this broker can serve today. A listener of any other protocol is refused at start-up:
-# serving plaintext on a port the user declared SASL_SSL would be a silent hole.
-SERVED_PROTOCOLS = ("PLAINTEXT",)
-
-# Properties that secure a broker. None is honoured yet, so each is refused rather than
-# ignored: a user who sets one asked for a protection they would not get.
+# Properties that secure a broker and are not honoured yet: each is refused rather than
+# ignored, since a user who sets one asked for a protection they would not get. The
+# ones the security layer honours (odradek.security.HONOURED_PROPERTIES: TLS, SASL) are
+# kept as given, in `BrokerConfig.security_props`.
 _SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "authorizer.", "quota.",
                       "delegation.token.", "password.encoder.", "principal.builder.",
                       "connection.failed.authentication.", "client.quota.")
@@ -269,6 +269,22 @@ _SECURITY_NAMES = frozenset({
     "max.connections.per.ip.overrides", "max.connection.creation.rate",
     "producer.byte.rate", "consumer.byte.rate", "request.percentage",
 })
+# wired into the listeners and the request pipeline so far
+_WIRED = TLS_PROPERTIES | SASL_PROPERTIES
+_MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.")
+
+
+def is_honoured_security_property(name: str) -> bool:
+    if name in _WIRED:
+        return True
+    if not name.startswith("listener.name."):
+        return False
+    rest = name[len("listener.name."):].partition(".")[2]
+    for mech in _MECHANISMS:
+        if rest.startswith(mech):
+            rest = rest[len(mech):]
+            return rest in _WIRED or rest == "sasl.jaas.config"
+    return rest in _WIRED
 
 
 def is_security_property(name: str) -> bool:
@@ -335,8 +351,11 @@ def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
 class BrokerConfig:
     """Parsed broker properties, plus the values changed at runtime (AlterConfigs)."""
 
-    def __init__(self, values: Mapping[str, Any], explicit: Iterable[str] = ()) -> None:
+    def __init__(self, values: Mapping[str, Any], explicit: Iterable[str] = (),
+                 security_props: Mapping[str, str] | None = None) -> None:
         self._values = dict(values)
+        # TLS and SASL properties as written (odradek.security reads Kafka's forms)
+        self.security_props = dict(security_props or {})
         self.explicit = set(explicit)  # names set in a file, env or override
         self.dynamic: dict[str, Any] = {}
 
@@ -353,16 +372,21 @@ class BrokerConfig:
         raw.update(env_properties(os.environ if environ is None else environ))
         raw.update(overrides or {})
         parsed: dict[str, Any] = {d.name: d.default for d in BROKER_CONFIGS}
+        security: dict[str, str] = {}
         for name, value in raw.items():
             if name not in BROKER_CONFIGS:
+                if is_honoured_security_property(name):
+                    security[name] = value
+                    continue
                 if is_security_property(name):
                     raise ConfigError(
-                        f"{name} is not supported: this broker serves no TLS, SASL, ACLs "
-                        "or quotas yet, and will not run without a protection you asked for")
+                        f"{name} is not supported: this broker serves TLS and SASL but no "
+                        "ACLs or quotas yet, and will not run without a protection you "
+                        "asked for")
                 log.warning("ignoring unknown broker property %s", name)
                 continue
             parsed[name] = BROKER_CONFIGS[name].parse(value)
-        config = cls(parsed, explicit=raw.keys())
+        config = cls(parsed, explicit=raw.keys(), security_props=security)
         config._check()
         return config
 
@@ -374,12 +398,22 @@ class BrokerConfig:
                     f"No security protocol defined for listener {listener.name}: add it to "
                     "listener.security.protocol.map")
         for listener in self.listeners:
-            protocol = protocols[listener.name]
-            if protocol not in SERVED_PROTOCOLS:
+            # builds the listener's TLS context and SASL mechanisms: a keystore that cannot
+            # be read, a mechanism without its JAAS entry, … stop the start-up here
+            listener_security(self.security_props, listener.name, protocols[listener.name],
+                              no_scram)
+        secured = [li.name for li in self.listeners if protocols[li.name] != "PLAINTEXT"]
+        if self._values.get("zookeeper.connect") and secured:
+            if not any(li.name == "PLAINTEXT" for li in self.listeners):
                 raise ConfigError(
-                    f"listener {listener.name}://{listener.host}:{listener.port} uses "
-                    f"{protocol}, which this broker cannot serve yet (only "
-                    f"{', '.join(SERVED_PROTOCOLS)}): refusing to serve it unsecured")
+                    f"listeners: a broker on ZooKeeper with {', '.join(secured)} needs a "
+                    "PLAINTEXT listener too: brokers replicate over it (inter-broker "
+                    "security is not supported yet)")
+            for name in self.security_props:
+                if name.endswith("sasl.enabled.mechanisms") and "SCRAM" in \
+                        self.security_props[name].upper():
+                    raise ConfigError(f"{name}: SCRAM on ZooKeeper is not supported yet "
+                                      "(credentials live in the embedded store only)")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
 

@@ -30,6 +30,7 @@ from odradek.server.pipeline import Client
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
+    from odradek.server.listener_security import ListenerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,12 @@ WRITE_LOW_WATER = 256 * 1024
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, listener: str) -> None:
+    def __init__(self, broker: Broker, security: ListenerSecurity) -> None:
         self.broker = broker
         self.pipeline = broker.pipeline
-        self.listener = listener
-        self.client = Client("?", 0, listener)
+        self.listener = security.name
+        self.security = security.for_connection("?")
+        self.client = Client("?", 0, self.listener, self.security)
         self.transport: asyncio.Transport | None = None
         self.peer = ("?", 0)
         self._buf = bytearray(RECV_BUFFER)
@@ -72,7 +74,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
-            self.client = Client(self.peer[0], self.peer[1], self.listener)
+            self.security = self.security.listener.for_connection(f"{peer[0]}:{peer[1]}")
+            self.client = Client(self.peer[0], self.peer[1], self.listener, self.security)
+        self.security.on_tls_established(transport.get_extra_info("ssl_object"))
         self.transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
         self.last_active = asyncio.get_running_loop().time()
         self.broker.connections.add(self)
@@ -213,6 +217,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.close()
             return
         self._send(reply)
+        if self.security.close_after_ms is not None:  # a failed login was answered
+            asyncio.get_running_loop().call_later(self.security.close_after_ms / 1000,
+                                                  self.close)
+            self.security.close_after_ms = None
 
     def _send(self, data: bytes | bytearray) -> None:
         if self.transport is not None and not self._closed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +35,7 @@ from odradek.server.handlers import HANDLERS
 from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.handlers.base import CLOSE_CONNECTION, Encoded, RequestContext
+from odradek.server.listener_security import ConnectionSecurity
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.ports import Ports
 
@@ -55,7 +57,7 @@ class Client:
     host: str
     port: int
     listener: str
-    principal: str = "User:ANONYMOUS"
+    security: ConnectionSecurity | None = None  # who it is, once TLS or SASL says so
 
 
 class RequestPipeline:
@@ -75,6 +77,14 @@ class RequestPipeline:
         except InvalidRequest:
             log.warning("closing connection from %s:%d: request shorter than a header",
                         client.host, client.port)
+            return CLOSE_CONNECTION
+        security = client.security
+        if security is not None and security.sasl is not None and not security.sasl.allows(
+                api_key, int(time.time() * 1000)):
+            # Kafka: nothing but ApiVersions and the SASL exchange before a login (or once
+            # a session has outlived connections.max.reauth.ms) — the connection closes
+            log.warning("closing connection from %s:%d: %s before SASL authentication",
+                        client.host, client.port, api_name(api_key))
             return CLOSE_CONNECTION
         handler = HANDLERS.get(api_key)
         if handler is None:
@@ -102,7 +112,7 @@ class RequestPipeline:
             log.warning("closing connection from %s:%d: %s", client.host, client.port, e)
             return CLOSE_CONNECTION
         ctx = RequestContext(self.ports, header, client.host, client.port, client.listener,
-                             client.principal)
+                             security)
         try:
             result = self._steps(ctx, request)
             if result is None:

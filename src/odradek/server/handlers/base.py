@@ -26,6 +26,7 @@ from odradek.protocol.messages import Message
 if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
     from odradek.coordinator.group import GroupCoordinator
+    from odradek.server.listener_security import ConnectionSecurity
     from odradek.server.metrics import BrokerMetrics
     from odradek.server.ports import ConfigView, Ports, Replicas
     from odradek.server.txn_storage import BrokerTransactions
@@ -68,7 +69,12 @@ class RequestContext:
     client_host: str
     client_port: int
     listener: str
-    principal: str = "User:ANONYMOUS"
+    security: ConnectionSecurity | None = None
+
+    @property
+    def principal(self) -> str:
+        """`User:alice`: who sent this, as the listener's TLS or SASL established it."""
+        return "User:ANONYMOUS" if self.security is None else str(self.security.principal)
 
     @property
     def version(self) -> int:
