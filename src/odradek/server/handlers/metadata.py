@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from odradek.cluster.metadata import ZERO_UUID, PartitionInfo, TopicInfo
@@ -81,53 +83,64 @@ def _to_create(ctx: RequestContext, request: Any) -> list[str]:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     missing = _to_create(ctx, request)
-    if not missing:
-        return _respond(ctx, request, {})
+    large = request.topics is not None and len(request.topics) > SLICE
+    if not missing and not large:
+        return _respond(ctx, request, list(_entries(ctx, request, {})))
 
-    async def auto_created() -> Any:
+    async def in_slices() -> Any:
         failed: dict[str, ErrorCode] = {}
         for name in missing:
             try:
                 await ctx.metadata.create_topic(name)
             except KafkaError as e:
                 failed[name] = e.code
-        return _respond(ctx, request, failed)
+        topics: list[Any] = []
+        for entry in _entries(ctx, request, failed):
+            topics.append(entry)
+            if len(topics) % SLICE == 0:
+                await asyncio.sleep(0)  # a request naming 300,000 topics shares the loop
+        return _respond(ctx, request, topics)
 
-    return auto_created()
+    return in_slices()
 
 
-def _respond(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) -> Any:
+SLICE = 2000
+
+
+def _entries(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) -> Iterator[Any]:
     schema = ctx.schema
     image = ctx.metadata.image
-    topics: list[Any] = []
     requested = request.topics
     if requested is None or (ctx.version == 0 and not requested):
         # null (v1+) or an empty list at v0 means every topic
-        topics = [_topic(schema, t, ctx) for t in image.topics.values()]
-    else:
-        for wanted in requested:
-            name = wanted if isinstance(wanted, str) else getattr(wanted, "name", None)
-            topic_id = getattr(wanted, "topic_id", None)
-            if name is None and topic_id not in (None, ZERO_UUID):
-                found = image.topic_by_id(topic_id)
-                if found is None:
-                    topics.append(_error_topic(schema, ErrorCode.unknown_topic_id, None, topic_id))
-                else:
-                    topics.append(_topic(schema, found, ctx))
-                continue
-            if name is None:
-                topics.append(_error_topic(schema, ErrorCode.invalid_topic_exception, None, None))
-                continue
-            topic = image.topics.get(name)
-            if name in failed:
-                topics.append(_error_topic(schema, failed[name], name, None))
-                continue
-            if topic is None:
-                topics.append(
-                    _error_topic(schema, ErrorCode.unknown_topic_or_partition, name, None)
-                )
+        for t in image.topics.values():
+            yield _topic(schema, t, ctx)
+        return
+    for wanted in requested:
+        name = wanted if isinstance(wanted, str) else getattr(wanted, "name", None)
+        topic_id = getattr(wanted, "topic_id", None)
+        if name is None and topic_id not in (None, ZERO_UUID):
+            found = image.topic_by_id(topic_id)
+            if found is None:
+                yield _error_topic(schema, ErrorCode.unknown_topic_id, None, topic_id)
             else:
-                topics.append(_topic(schema, topic, ctx))
+                yield _topic(schema, found, ctx)
+            continue
+        if name is None:
+            yield _error_topic(schema, ErrorCode.invalid_topic_exception, None, None)
+            continue
+        topic = image.topics.get(name)
+        if name in failed:
+            yield _error_topic(schema, failed[name], name, None)
+        elif topic is None:
+            yield _error_topic(schema, ErrorCode.unknown_topic_or_partition, name, None)
+        else:
+            yield _topic(schema, topic, ctx)
+
+
+def _respond(ctx: RequestContext, request: Any, topics: list[Any]) -> Any:
+    schema = ctx.schema
+    image = ctx.metadata.image
     brokers = tuple(
         build(schema.MetadataResponseBroker, node_id=b.node_id,
               host=b.endpoint(ctx.listener)[0], port=b.endpoint(ctx.listener)[1], rack=b.rack)
