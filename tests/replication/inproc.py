@@ -96,7 +96,7 @@ class Node:
             replicas=self.replicas, logs=self.logs,
             groups=None, transactions=None,  # type: ignore[arg-type]
             metrics=self.metrics, topic_config=lambda _t: self.cluster.log_config,
-            ensure_offsets_topic=no_offsets_topic,
+            ensure_offsets_topic=no_offsets_topic, acls=None,
             spawn=lambda work: self.track(asyncio.ensure_future(work)))
 
     def open(self, topic: TopicInfo) -> None:

@@ -114,11 +114,22 @@ def test_sasl_and_tls_properties_are_kept_for_the_listeners() -> None:
 
 
 @pytest.mark.parametrize("name,value", [
-    ("authorizer.class.name", "kafka.security.authorizer.AclAuthorizer"),
-    ("super.users", "User:admin"),
     ("max.connections.per.ip", "10"),
+    ("producer.byte.rate", "1024"),
     ("security.inter.broker.protocol", "SASL_SSL"),
 ])
 def test_a_security_property_not_honoured_stops_the_start(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name.replace(".", r"\.") + " is not supported"):
         BrokerConfig.load(environ={}, overrides={name: value})
+
+
+def test_an_authorizer_is_one_of_kafkas_and_not_on_zookeeper_yet() -> None:
+    with pytest.raises(ConfigError, match="authorizer.class.name: com.example.Mine"):
+        BrokerConfig.load(environ={}, overrides={"authorizer.class.name": "com.example.Mine"})
+    with pytest.raises(ConfigError, match="ZooKeeper"):
+        BrokerConfig.load(environ={}, overrides={
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "zookeeper.connect": "127.0.0.1:2181"})
+    with pytest.raises(ConfigError, match="super.users"):
+        BrokerConfig.load(environ={}, overrides={
+            "authorizer.class.name": "acl", "super.users": "admin-without-type"})

@@ -74,7 +74,7 @@ def _pipeline(metadata: FakeMetadata, **config: str) -> RequestPipeline:
                   logs=None, groups=None, transactions=None,  # type: ignore[arg-type]
                   metrics=BrokerMetrics(),
                   topic_config=lambda _t: LogConfig(),
-                  ensure_offsets_topic=no_offsets_topic, spawn=asyncio.ensure_future)
+                  ensure_offsets_topic=no_offsets_topic, acls=None, spawn=asyncio.ensure_future)
     return RequestPipeline(ports, ports.metrics)
 
 

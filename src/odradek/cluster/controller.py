@@ -83,6 +83,10 @@ class MetadataController(Protocol):
         """Set (None: remove) one entry of a user's config: a SCRAM credential."""
         ...
 
+    async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
+        """Replace the stored ACLs (CreateAcls and DeleteAcls compute the new set)."""
+        ...
+
     async def settle(self, created: Sequence[str] = (), deleted: Sequence[str] = (),
                      timeout_s: float = 30.0) -> bool:
         """Wait until created topics have leaders and deleted ones are gone."""
@@ -125,6 +129,7 @@ class Controller:
             next_producer_id=int((data or {}).get("next_producer_id", 0)),
             user_configs={str(u): dict(c) for u, c in
                           (data or {}).get("user_configs", {}).items()},
+            acls=tuple(tuple(str(x) for x in a) for a in (data or {}).get("acls", [])),
         )
         self._pid_next = self.image.next_producer_id
         self._pid_end = self.image.next_producer_id
@@ -305,6 +310,10 @@ class Controller:
             else:
                 entry[key] = value
             await self._commit(replace(self.image, user_configs=users), "user-configs", user)
+
+    async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
+        async with self._changing:
+            await self._commit(replace(self.image, acls=tuple(acls)), "acls", "")
 
     # ---- producer ids -----------------------------------------------------------
 

@@ -111,6 +111,9 @@ class MetadataImage:
     next_producer_id: int = 0
     # Kafka's /config/users/<user>: SCRAM credentials in their stored form, per mechanism
     user_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # ACLs (resource type, name, pattern type, principal, host, operation, permission),
+    # by Kafka's names: the embedded store's /kafka-acl
+    acls: tuple[tuple[str, ...], ...] = ()
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for t in self.topics.values():
@@ -125,6 +128,7 @@ class MetadataImage:
             "next_producer_id": self.next_producer_id,
             "broker_configs": self.broker_configs,
             "user_configs": self.user_configs,
+            "acls": [list(a) for a in self.acls],
             "topics": [
                 {
                     "name": t.name,

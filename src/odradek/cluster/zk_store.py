@@ -501,6 +501,11 @@ class ZkMetadataStore:
         raise KafkaError("SCRAM credentials are not supported with zookeeper.connect yet",
                          ErrorCode.unsupported_version)
 
+    async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
+        # /kafka-acl is not wired yet: the broker refuses an authorizer on ZooKeeper
+        raise KafkaError("ACLs are not supported with zookeeper.connect yet",
+                         ErrorCode.security_disabled)
+
     async def allocate_producer_id(self) -> int:
         """From a block of 1000 this broker claimed in /latest_producer_id_block."""
         async with self._pid_lock:  # one claim at a time: a block is never skipped

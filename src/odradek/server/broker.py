@@ -29,7 +29,10 @@ from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
 from odradek.replication.partition import Partition
 from odradek.replication.replica_manager import ReplicaManager
+from odradek.security.authorizer import AclAuthorizer
 from odradek.security.sasl.scram import ScramCredential
+from odradek.server import acl_store
+from odradek.server.authorization import RequestAuthorizer
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
 from odradek.server.group_storage import (
@@ -69,6 +72,9 @@ class Broker:
         self.max_queued_requests = int(config["queued.max.requests"])
         self.bound: dict[str, tuple[str, int]] = {}
         self.listener_security: dict[str, ListenerSecurity] = {}
+        self._authorizer: AclAuthorizer | None = None
+        if config.security_props.get("authorizer.class.name", "").strip():
+            self._authorizer = AclAuthorizer.from_config(config.security_props)
         self._servers: list[asyncio.Server] = []
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopping = False
@@ -142,6 +148,9 @@ class Broker:
         self.transactions.start()  # loads the __transaction_state partitions we lead
         self.controller.add_listener(self._on_metadata_change)
         self.pipeline = RequestPipeline(self._ports(), self.metrics)
+        if self._authorizer is not None:
+            self._load_acls()
+            self.pipeline.authorize = RequestAuthorizer(self._authorizer)
         for server in self._servers:
             await server.start_serving()
         # fsyncs and checkpoint writes block: keep them off the event loop
@@ -214,6 +223,17 @@ class Broker:
             self.bound[listener.name] = (listener.host or host, port)
             self._servers.append(server)
 
+    def _current_acls(self) -> AclAuthorizer:
+        assert self._authorizer is not None
+        return self._authorizer
+
+    def _load_acls(self) -> None:
+        """The stored ACLs into a fresh authorizer (at start and after every change)."""
+        assert self._authorizer is not None
+        self._authorizer = acl_store.load(self._authorizer, self.controller.image.acls)
+        if self.pipeline.authorize is not None:
+            self.pipeline.authorize.acls = self._authorizer
+
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (AlterUserScramCredentials put it there)."""
         stored = self.controller.image.user_configs.get(user, {}).get(mechanism)
@@ -275,6 +295,7 @@ class Broker:
             transactions=self.transactions,
             metrics=self.metrics,
             topic_config=self.log_config_for,
+            acls=None if self._authorizer is None else self._current_acls,
             ensure_offsets_topic=partial(ensure_offsets_topic, self),
             spawn=lambda work: self.track(asyncio.ensure_future(work)),
         )
@@ -388,6 +409,8 @@ class Broker:
                 p.log.update_config(config)
             if self.logs.cleaner is not None:
                 self.logs.cleaner.wake()  # e.g. cleanup.policy became compact
+        elif event == "acls" and self._authorizer is not None:
+            self._load_acls()
         elif event == "broker-configs":
             self._apply_dynamic_broker_configs(new)
             for p in self.replicas.partitions.values():

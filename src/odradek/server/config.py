@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from odradek.configdef import LONG_MAX, ConfigDef, ConfigError, ConfigTable, ConfigType
-from odradek.security import SASL_PROPERTIES, TLS_PROPERTIES
+from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
+from odradek.security.authorizer import AclAuthorizer
 from odradek.server.listener_security import listener_security, no_scram
 from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
@@ -270,7 +271,9 @@ _SECURITY_NAMES = frozenset({
     "producer.byte.rate", "consumer.byte.rate", "request.percentage",
 })
 # wired into the listeners and the request pipeline so far
-_WIRED = TLS_PROPERTIES | SASL_PROPERTIES
+_WIRED = TLS_PROPERTIES | SASL_PROPERTIES | AUTHORIZER_PROPERTIES
+AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+               "kafka.security.authorizer.AclAuthorizer", "acl")
 _MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.")
 
 
@@ -402,6 +405,15 @@ class BrokerConfig:
             # be read, a mechanism without its JAAS entry, … stop the start-up here
             listener_security(self.security_props, listener.name, protocols[listener.name],
                               no_scram)
+        authorizer = self.security_props.get("authorizer.class.name", "").strip()
+        if authorizer and authorizer not in AUTHORIZERS:
+            raise ConfigError(f"authorizer.class.name: {authorizer} is not one this broker "
+                              f"runs ({', '.join(AUTHORIZERS)})")
+        if authorizer and self._values.get("zookeeper.connect"):
+            raise ConfigError("authorizer.class.name: ACLs on ZooKeeper (/kafka-acl) are "
+                              "not supported yet")
+        if authorizer:
+            AclAuthorizer.from_config(self.security_props)  # super.users must parse
         secured = [li.name for li in self.listeners if protocols[li.name] != "PLAINTEXT"]
         if self._values.get("zookeeper.connect") and secured:
             if not any(li.name == "PLAINTEXT" for li in self.listeners):

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnsupportedVersion
 from odradek.protocol.headers import peek_ids, read_request_header
@@ -36,6 +36,9 @@ from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.handlers.base import CLOSE_CONNECTION, Encoded, RequestContext
 from odradek.server.listener_security import ConnectionSecurity
+
+if TYPE_CHECKING:
+    from odradek.server.authorization import RequestAuthorizer
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.ports import Ports
 
@@ -68,7 +71,7 @@ class RequestPipeline:
         self.metrics = metrics
         # Each runs before the handler, in this order; None while not configured, so an
         # unsecured, unthrottled broker pays one attribute test per request for each.
-        self.authorize: Step | None = None
+        self.authorize: RequestAuthorizer | None = None
         self.throttle: Step | None = None
         self.faults: Step | None = None
 
@@ -144,20 +147,36 @@ class RequestPipeline:
         security = client.security
         ctx = RequestContext(self.ports, header, client.host, client.port, client.listener,
                              security)
+        finish = None
         try:
+            if self.authorize is not None:
+                verdict = self.authorize(ctx, request)
+                request, finish = verdict.request, verdict.finish
             result = self._steps(ctx, request)
             if result is None:
                 result = handler.handle(ctx, request)
         except Exception as e:
             return self._failed(ctx, request, e, started)
+        if finish is not None:
+            result = self._finished(result, finish)
         if encode_in_thread:
             return self._later(ctx, request, result, started, encode_in_thread=True)
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             return self._later(ctx, request, result, started)
         return self._reply(ctx, request, result, started)
 
+    @staticmethod
+    def _finished(result: Any, finish: Callable[[Any], Any]) -> Any:
+        """The response, with what the authorization step kept from the handler added."""
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            async def then() -> Any:
+                return finish(await result)
+
+            return then()
+        return finish(result)
+
     def _steps(self, ctx: RequestContext, request: Any) -> Any:
-        for step in (self.authorize, self.throttle, self.faults):
+        for step in (self.throttle, self.faults):
             if step is not None:
                 outcome = step(ctx, request)
                 if outcome is not None:

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from odradek.protocol.errors import KafkaError
     from odradek.replication.partition import Partition
     from odradek.replication.replica_manager import PartitionRead
+    from odradek.security.authorizer import AclAuthorizer
     from odradek.server.metrics import BrokerMetrics
     from odradek.server.txn_storage import BrokerTransactions
     from odradek.storage.log_config import LogConfig
@@ -77,5 +78,7 @@ class Ports:
     topic_config: Callable[[str], LogConfig]
     # creates __consumer_offsets on the first FindCoordinator; False when it cannot yet
     ensure_offsets_topic: Callable[[], Awaitable[bool]]
+    # the ACL authorizer as it stands now (None: no authorizer.class.name)
+    acls: Callable[[], AclAuthorizer] | None
     # background work that outlives the request (a log-dir move), stopped with the broker
     spawn: Callable[[Awaitable[Any]], None]

@@ -70,6 +70,9 @@ class RequestContext:
     client_port: int
     listener: str
     security: ConnectionSecurity | None = None
+    # set by the authorization step for the handlers that check topics themselves
+    topic_denied: Callable[[str], bool] | None = None
+    topic_creatable: Callable[[str], bool] | None = None
 
     @property
     def principal(self) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from odradek.protocol.errors import KafkaError, UnknownTopicId
+from odradek.protocol.errors import ErrorCode, KafkaError, UnknownTopicId
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
 from odradek.replication.purgatory import DelayedFetch
 from odradek.replication.replica_manager import Partition, PartitionRead
@@ -48,6 +48,9 @@ def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
             error: KafkaError | None = None
             if name is None:
                 error = UnknownTopicId(f"unknown topic id {topic_id}")
+            elif ctx.topic_denied is not None and ctx.topic_denied(name):
+                error = KafkaError("Topic authorization failed.",
+                                   ErrorCode.topic_authorization_failed)
             else:
                 try:
                     partition = ctx.replicas.get_leader(

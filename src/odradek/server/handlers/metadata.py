@@ -78,7 +78,9 @@ def _to_create(ctx: RequestContext, request: Any) -> list[str]:
         return []
     image = ctx.metadata.image
     names = (w if isinstance(w, str) else getattr(w, "name", None) for w in request.topics)
-    return [n for n in names if n is not None and n not in image.topics]
+    denied, creatable = ctx.topic_denied, ctx.topic_creatable
+    return [n for n in names if n is not None and n not in image.topics
+            and (denied is None or not denied(n)) and (creatable is None or creatable(n))]
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -111,10 +113,12 @@ def _entries(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) ->
     schema = ctx.schema
     image = ctx.metadata.image
     requested = request.topics
+    denied = ctx.topic_denied
     if requested is None or (ctx.version == 0 and not requested):
-        # null (v1+) or an empty list at v0 means every topic
+        # null (v1+) or an empty list at v0 means every topic: those it may describe
         for t in image.topics.values():
-            yield _topic(schema, t, ctx)
+            if denied is None or not denied(t.name):
+                yield _topic(schema, t, ctx)
         return
     for wanted in requested:
         name = wanted if isinstance(wanted, str) else getattr(wanted, "name", None)
@@ -130,7 +134,9 @@ def _entries(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) ->
             yield _error_topic(schema, ErrorCode.invalid_topic_exception, None, None)
             continue
         topic = image.topics.get(name)
-        if name in failed:
+        if denied is not None and denied(name):
+            yield _error_topic(schema, ErrorCode.topic_authorization_failed, name, None)
+        elif name in failed:
             yield _error_topic(schema, failed[name], name, None)
         elif topic is None:
             yield _error_topic(schema, ErrorCode.unknown_topic_or_partition, name, None)

@@ -1,0 +1,163 @@
+"""ACLs on a real broker with real clients: a principal without the permission gets
+Kafka's authorization error and nothing changes; with it, the call works; super users
+pass; CreateAcls/DescribeAcls/DeleteAcls through confluent-kafka's AdminClient."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Producer,
+)
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from tests.conftest import BrokerProcess, free_port
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+        'username="admin" password="admin-secret" user_admin="admin-secret" '
+        'user_alice="alice-secret" user_bob="bob-secret";')
+
+
+class Broker:
+    def __init__(self, process: BrokerProcess, sasl_port: int) -> None:
+        self.process, self.sasl_port = process, sasl_port
+
+    def client(self, user: str, **extra: Any) -> dict[str, Any]:
+        return {"bootstrap.servers": f"127.0.0.1:{self.sasl_port}",
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+                "sasl.username": user, "sasl.password": f"{user}-secret", **extra}
+
+    def admin(self, user: str = "admin") -> AdminClient:
+        return AdminClient(self.client(user))
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    sasl_port = free_port()
+    process = BrokerProcess(tmp_path_factory.mktemp("acls") / "data", overrides={
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        "group.initial.rebalance.delay.ms": "0",
+    })
+    process.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{process.port},"
+                                      f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}")
+    process.start()
+    try:
+        yield Broker(process, sasl_port)
+    finally:
+        process.stop()
+
+
+def _allow(broker: Broker, rtype: ResourceType, name: str, user: str,
+           op: AclOperation) -> AclBinding:
+    binding = AclBinding(rtype, name, ResourcePatternType.LITERAL, f"User:{user}", "*", op,
+                         AclPermissionType.ALLOW)
+    admin = broker.admin()  # kept alive until its futures are done
+    for fut in admin.create_acls([binding]).values():
+        fut.result(15)
+    return binding
+
+
+def _produce(config: dict[str, Any], topic: str) -> KafkaError | None:
+    outcome: list[KafkaError | None] = []
+    producer = Producer({**config, "message.timeout.ms": 10000, "retries": 0})
+    producer.produce(topic, b"v", on_delivery=lambda err, _msg: outcome.append(err))
+    producer.flush(20)
+    return outcome[0] if outcome else None
+
+
+def test_produce_needs_write_on_the_topic(acl_broker: Broker) -> None:
+    admin = acl_broker.admin()
+    admin.create_topics([NewTopic("orders", 1, 1)])["orders"].result(15)
+    denied = _produce(acl_broker.client("alice"), "orders")
+    assert denied is not None and denied.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    _allow(acl_broker, ResourceType.TOPIC, "orders", "alice", AclOperation.WRITE)
+    assert _produce(acl_broker.client("alice"), "orders") is None
+
+
+def test_consume_needs_read_on_topic_and_group(acl_broker: Broker) -> None:
+    admin = acl_broker.admin()
+    admin.create_topics([NewTopic("reads", 1, 1)])["reads"].result(15)
+    assert _produce(acl_broker.client("admin"), "reads") is None
+    _allow(acl_broker, ResourceType.TOPIC, "reads", "bob", AclOperation.READ)
+
+    def consume(group: str) -> Any:
+        consumer = Consumer(acl_broker.client("bob", **{"group.id": group,
+                                                        "auto.offset.reset": "earliest"}))
+        try:
+            consumer.subscribe(["reads"])
+            for _ in range(40):
+                msg = consumer.poll(0.5)
+                if msg is not None:
+                    return msg.error() or msg.value()
+            return None
+        finally:
+            consumer.close()
+
+    refused = consume("no-acl-group")
+    assert isinstance(refused, KafkaError)
+    assert refused.code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    _allow(acl_broker, ResourceType.GROUP, "bob-group", "bob", AclOperation.READ)
+    assert consume("bob-group") == b"v"
+
+
+def test_admin_calls_without_permission_change_nothing(acl_broker: Broker) -> None:
+    admin = acl_broker.admin()
+    admin.create_topics([NewTopic("keep", 1, 1)])["keep"].result(15)
+    alice = acl_broker.admin("alice")
+    with pytest.raises(KafkaException) as deleted:
+        alice.delete_topics(["keep"])["keep"].result(15)
+    assert deleted.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as created:
+        alice.create_topics([NewTopic("alices", 1, 1)])["alices"].result(15)
+    assert created.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with pytest.raises(KafkaException) as acl:
+        for fut in alice.create_acls([AclBinding(
+                ResourceType.TOPIC, "keep", ResourcePatternType.LITERAL, "User:alice", "*",
+                AclOperation.ALL, AclPermissionType.ALLOW)]).values():
+            fut.result(15)
+    assert acl.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    topics = admin.list_topics(timeout=10).topics
+    assert "keep" in topics and "alices" not in topics
+    # metadata of every topic lists only what the principal may describe
+    assert "keep" not in alice.list_topics(timeout=10).topics
+
+
+def test_describe_and_delete_acls(acl_broker: Broker) -> None:
+    admin = acl_broker.admin()
+    binding = _allow(acl_broker, ResourceType.TOPIC, "described", "carol",
+                     AclOperation.READ)
+    everything = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                  AclOperation.ANY, AclPermissionType.ANY)
+    assert binding in admin.describe_acls(everything).result(15)
+    only = AclBindingFilter(ResourceType.TOPIC, "described", ResourcePatternType.LITERAL,
+                            "User:carol", None, AclOperation.ANY, AclPermissionType.ANY)
+    removed = admin.delete_acls([only])[only].result(15)
+    assert removed == [binding]
+    assert binding not in admin.describe_acls(everything).result(15)
+
+
+def test_acls_survive_a_restart(acl_broker: Broker) -> None:
+    _allow(acl_broker, ResourceType.TOPIC, "durable", "dave", AclOperation.WRITE)
+    acl_broker.process.restart()
+    everything = AclBindingFilter(ResourceType.TOPIC, "durable", ResourcePatternType.ANY,
+                                  None, None, AclOperation.ANY, AclPermissionType.ANY)
+    admin = acl_broker.admin()
+    found = admin.describe_acls(everything).result(15)
+    assert [b.principal for b in found] == ["User:dave"]
