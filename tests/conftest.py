@@ -61,6 +61,7 @@ class BrokerProcess:
                     return self
             except OSError:
                 time.sleep(0.05)
+        self.kill()  # hung in its start-up: never leave it running behind the failure
         raise RuntimeError(f"broker did not start within {timeout}s:\n{self.logs()}")
 
     def logs(self) -> str:

@@ -96,6 +96,7 @@ expire-cache=1
                 return self
             except (OSError, urllib.error.URLError):
                 time.sleep(0.2)
+        self.stop()  # never leave it running behind the failure
         raise RuntimeError(f"Burrow did not start:\n{self.logs()}")
 
     def get(self, path: str) -> Any:
