@@ -9,6 +9,11 @@ their descendants whatever happens, and waited for by state, never by time.
 
 `sigint_ignored` starts the command as `make test &` would: with SIGINT ignored, a
 disposition the child inherits and that Python honours (no KeyboardInterrupt ever).
+
+Fixtures and `finally` stop children when a test fails, but not when the test process
+itself dies: pytest-timeout's thread method ends a hung run with os._exit, a CI job is
+killed. `reap_on_exit(proc)` hands a child to a small reaper process that outlives the
+test run by a moment and SIGKILLs what is still running of it then.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -38,6 +44,7 @@ def started(cmd: Sequence[str], log: Path, *, sigint_ignored: bool = False,
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True,
                                 env=dict(env or os.environ, PYTHONUNBUFFERED="1"))
+    reap_on_exit(proc, group=True)
     try:
         yield proc
     finally:
@@ -104,3 +111,65 @@ def stop(proc: subprocess.Popen[bytes], sig: int = signal.SIGINT,
             raise AssertionError(f"exited with {code} but left processes running")
         time.sleep(0.1)
     return code
+
+
+# ---- the reaper: children of a test run that dies without its teardown -------------------
+
+# Waits for its parent (the test run) to go, then SIGKILLs each registered process still
+# running — checked by start time, so a recycled pid is never hit — or its whole group.
+_REAPER = """
+import os, signal, sys, time
+parent, registry = int(sys.argv[1]), sys.argv[2]
+while os.getppid() == parent:
+    time.sleep(0.5)
+try:
+    lines = open(registry).read().split()
+except OSError:
+    sys.exit(0)
+for entry in lines:
+    pid, started, group = entry.split(":")
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rpartition(")")[2].split()[19] != started:
+                continue
+        if group == "1":
+            os.killpg(int(pid), signal.SIGKILL)
+        else:
+            os.kill(int(pid), signal.SIGKILL)
+    except OSError:
+        pass
+os.unlink(registry)
+"""
+
+_reaper: subprocess.Popen[bytes] | None = None
+_registry: Path | None = None
+
+
+def reap_on_exit(proc: subprocess.Popen[bytes] | subprocess.Popen[str], *,
+                 group: bool = False) -> None:
+    """Have `proc` (and its process group, if it leads one) killed should this test run
+    die before stopping it."""
+    global _reaper, _registry
+    try:
+        started = Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()[19]
+    except OSError:
+        return  # gone already (or no /proc): nothing to reap
+    if _reaper is None or _registry is None:
+        fd, name = tempfile.mkstemp(prefix="odradek-test-children-")
+        os.close(fd)
+        _registry = Path(name)
+        _reaper = subprocess.Popen([sys.executable, "-c", _REAPER, str(os.getpid()), name],
+                                   start_new_session=True, stdin=subprocess.DEVNULL)
+    with open(_registry, "a") as f:
+        f.write(f"{proc.pid}:{started}:{int(group)}\n")
+
+
+def stop_reaper() -> None:
+    """The run ends normally: its fixtures stopped what they started."""
+    global _reaper, _registry
+    if _reaper is not None:
+        _reaper.kill()
+        _reaper.wait(10)
+    if _registry is not None:
+        _registry.unlink(missing_ok=True)
+    _reaper = _registry = None
