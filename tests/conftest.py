@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import reap_on_exit, stop_reaper
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -52,6 +54,7 @@ class BrokerProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
                                      env=env)
+        reap_on_exit(self.proc)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -61,6 +64,7 @@ class BrokerProcess:
                     return self
             except OSError:
                 time.sleep(0.05)
+        self.kill()  # hung in its start-up: never leave it running behind the failure
         raise RuntimeError(f"broker did not start within {timeout}s:\n{self.logs()}")
 
     def logs(self) -> str:
@@ -90,6 +94,10 @@ class BrokerProcess:
     def restart(self) -> BrokerProcess:
         self.stop()
         return self.start()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_reaper()  # the fixtures stopped what they started
 
 
 @pytest.fixture(scope="module")

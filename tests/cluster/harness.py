@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import pytest
 
 from tests.conftest import BrokerProcess
-from tests.zk import ZooKeeperProcess, zookeeper_available
+from tests.zk import ZooKeeperProcess, start_zookeeper, zookeeper_available
 
 SESSION_TIMEOUT_MS = 4000
 T = TypeVar("T")
@@ -76,7 +76,7 @@ class Cluster:
         if not zookeeper_available():
             pytest.fail("ZooKeeper is not installed: run scripts/install-system-deps")
         if self._own_zk:
-            self.zookeeper.start()
+            start_zookeeper(self.zookeeper)
         for b in self.brokers.values():
             b.overrides["zookeeper.connect"] = self.connect
         try:

@@ -3,7 +3,6 @@ stops all of it."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
 import sys
@@ -16,27 +15,20 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.harness import client_config, quiet_stderr
 from tests.conftest import free_port
+from tests.processes import started, stop, wait_for_output
 
 pytestmark = pytest.mark.timeout(180)
 
 
 def test_cluster_up_serves_a_replicated_topic_and_stops_on_sigint(tmp_path: Path) -> None:
+    """Started as `cmd &` starts it, with SIGINT ignored: its SIGINT still stops it all."""
     base, zk_port = free_port(), free_port()  # brokers take base, base + 1, base + 2
     log_path = tmp_path / "cluster-up.log"
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "cluster", "up", "--brokers", "3",
-             "--data-dir", str(tmp_path / "c"), "--base-port", str(base),
-             "--zookeeper-port", str(zk_port)],
-            stdout=out, stderr=subprocess.STDOUT)
-    try:
-        bootstrap = None
-        deadline = time.monotonic() + 90
-        while bootstrap is None and time.monotonic() < deadline and proc.poll() is None:
-            m = re.search(r"bootstrap\.servers=(\S+)", log_path.read_text(errors="replace"))
-            bootstrap = m.group(1) if m else None
-            time.sleep(0.3)
-        assert bootstrap, log_path.read_text(errors="replace")[-3000:]
+    cmd = [sys.executable, "-m", "odradek", "cluster", "up", "--brokers", "3",
+           "--data-dir", str(tmp_path / "c"), "--base-port", str(base),
+           "--zookeeper-port", str(zk_port)]
+    with started(cmd, log_path, sigint_ignored=True) as proc:
+        bootstrap = wait_for_output(proc, log_path, r"bootstrap\.servers=(\S+)").group(1)
         assert len(bootstrap.split(",")) == 3
         with quiet_stderr():
             admin = AdminClient(client_config(bootstrap))
@@ -58,14 +50,9 @@ def test_cluster_up_serves_a_replicated_topic_and_stops_on_sigint(tmp_path: Path
                     got.append(msg.value() or b"")
             consumer.close()
         assert sorted(got) == sorted(f"v{i}".encode() for i in range(10))
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            code = proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            raise
+        code = stop(proc, signal.SIGINT)  # the brokers and ZooKeeper end with it
     assert code == 0, log_path.read_text(errors="replace")[-3000:]
+    assert "stopping" in log_path.read_text(errors="replace")
     leftovers = subprocess.run(["pgrep", "-f", str(tmp_path / "c")], capture_output=True,
                                text=True).stdout.split()
     assert not leftovers, "brokers or ZooKeeper still running after Ctrl-C"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import free_port
+from tests.processes import reap_on_exit
 
 BURROW = "/usr/bin/Burrow"
 CLUSTER = "local"
@@ -87,6 +88,7 @@ expire-cache=1
         out = open(self.dir / "stdout.log", "ab")  # noqa: SIM115 - lives with the process
         self.proc = subprocess.Popen([BURROW, "-config-dir", str(self.dir)], stdout=out,
                                      stderr=subprocess.STDOUT, cwd=self.dir)
+        reap_on_exit(self.proc)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -96,6 +98,7 @@ expire-cache=1
                 return self
             except (OSError, urllib.error.URLError):
                 time.sleep(0.2)
+        self.stop()  # never leave it running behind the failure
         raise RuntimeError(f"Burrow did not start:\n{self.logs()}")
 
     def get(self, path: str) -> Any:

@@ -23,6 +23,7 @@ from tests.groups.helpers import (
     produce,
     unique,
 )
+from tests.processes import reap_on_exit
 
 ASSIGNORS = ["range", "roundrobin", "cooperative-sticky"]
 
@@ -93,6 +94,7 @@ def test_sigkilled_member_partitions_move_after_the_session_timeout(
     survivor = member(bootstrap, group, topic, "survivor")
     doomed = subprocess.Popen([sys.executable, "-c", KILLABLE, bootstrap, group, topic],
                               stdout=subprocess.PIPE, text=True)
+    reap_on_exit(doomed)
     try:
         assert doomed.stdout is not None
         # the survivor must keep polling while the doomed member joins: an eager

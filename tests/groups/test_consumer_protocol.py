@@ -24,6 +24,7 @@ from tests.groups.helpers import (
     produce,
     unique,
 )
+from tests.processes import reap_on_exit
 
 CONSUMER = {"group.protocol": "consumer"}
 
@@ -101,6 +102,7 @@ def test_sigkilled_member_partitions_move_after_the_session_timeout(
     create_topic(bootstrap, topic, 4)
     doomed = subprocess.Popen([sys.executable, "-c", KILLABLE, bootstrap, group, topic],
                               stdout=subprocess.PIPE, text=True)
+    reap_on_exit(doomed)
     survivor = None
     try:
         assert doomed.stdout is not None

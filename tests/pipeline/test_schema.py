@@ -2,24 +2,30 @@
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
-from odradek.pipeline.jsontypes import (
+# the pipeline extra's Arrow, without Spark
+pa = pytest.importorskip("pyarrow")
+
+from odradek.pipeline.jsontypes import (  # noqa: E402
     DOUBLE,
     LONG,
     STRING,
     STRUCT,
     JType,
     from_arrow,
+    json_error,
     parse_variant_schema,
     prune,
     scalar,
     struct,
     to_arrow,
 )
-from odradek.pipeline.lake_writer import json_error
-from odradek.pipeline.schema_merge import load_expressions, plan_merge, variant_path
+from odradek.pipeline.schema_merge import (  # noqa: E402
+    load_expressions,
+    plan_merge,
+    variant_path,
+)
 
 
 def test_parses_sparks_variant_schema_strings() -> None:

@@ -53,19 +53,22 @@ def run_and_kill(directory: Path, recovery_point: int, acks_before_kill: int) ->
         text=True,
     )
     assert proc.stdout is not None
-    ready = proc.stdout.readline().split()
-    assert ready[0] == "ready", ready
-    acked = -1
-    for seen, line in enumerate(proc.stdout, start=1):
-        acked = int(line)
-        if seen == acks_before_kill:
-            proc.send_signal(signal.SIGKILL)
-            break
-    # Lines already in the pipe were acknowledged before the kill too.
-    for line in proc.stdout:
-        if line.strip():
+    try:
+        ready = proc.stdout.readline().split()
+        assert ready and ready[0] == "ready", ready
+        acked = -1
+        for seen, line in enumerate(proc.stdout, start=1):
             acked = int(line)
-    proc.wait(timeout=30)
+            if seen == acks_before_kill:
+                proc.send_signal(signal.SIGKILL)
+                break
+        # Lines already in the pipe were acknowledged before the kill too.
+        for line in proc.stdout:
+            if line.strip():
+                acked = int(line)
+    finally:
+        proc.kill()  # already dead on the way that counts; on a failure, not left running
+        proc.wait(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     return acked
 

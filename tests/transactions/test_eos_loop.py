@@ -23,6 +23,7 @@ import pytest
 from confluent_kafka import Producer
 
 from tests.conftest import BrokerProcess
+from tests.processes import reap_on_exit
 from tests.transactions.helpers import create_topic, read_all, unique
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,13 +33,15 @@ PARTITIONS = 3
 def _start_worker(bootstrap: str, names: dict[str, str], log_path: Path,
                   client: str) -> subprocess.Popen[bytes]:
     log = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-    return subprocess.Popen(
+    worker = subprocess.Popen(
         [sys.executable, "-m", "tests.transactions.eos_worker", "--bootstrap", bootstrap,
          "--input", names["input"], "--output", names["output"], "--group", names["group"],
          "--transactional-id", names["txn"], "--batch", "10", "--pause", "0.05",
          "--client", client],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
         env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    reap_on_exit(worker)
+    return worker
 
 
 def _output_count(bootstrap: str, topic: str) -> int:

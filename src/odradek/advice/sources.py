@@ -60,14 +60,12 @@ def broker_file(path: Path) -> Settings:
     return Settings.of(Scope.BROKER, f"broker ({path.name})", _read_properties(path), defaults)
 
 
-def live(bootstrap: str, topics: Sequence[str]) -> list[Settings]:
+def live(client_config: dict[str, Any], topics: Sequence[str]) -> list[Settings]:
     """Every broker's configs, and each topic's with its replication factor (from the
     metadata: it is no config), as the cluster reports them now."""
     from confluent_kafka.admin import AdminClient, ConfigResource
 
-    from odradek.cli.common import client_config
-
-    client = AdminClient(client_config(bootstrap))
+    client = AdminClient(client_config)
     metadata = client.list_topics(timeout=TIMEOUT_S)
     for topic in topics:
         if topic not in metadata.topics or metadata.topics[topic].error is not None:

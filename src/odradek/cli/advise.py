@@ -15,7 +15,7 @@ import typer
 from odradek.advice import Goal, Scope, check, rules_for
 from odradek.advice import render as show
 from odradek.advice.check import Settings
-from odradek.cli.common import BOOTSTRAP_HELP, console, error_text, fail
+from odradek.cli.common import BOOTSTRAP_HELP, client_config, console, error_text, fail
 
 app = typer.Typer(
     invoke_without_command=True,
@@ -102,7 +102,7 @@ def check_cmd(
         if broker_config is not None:
             settings.append(sources.broker_file(broker_config))
         if bootstrap is not None:
-            settings += sources.live(bootstrap, topic or [])
+            settings += sources.live(client_config(bootstrap), topic or [])
     except (OSError, ValueError) as e:
         fail(str(e), code=2)
     except Exception as e:  # confluent-kafka's KafkaException: the cluster did not answer

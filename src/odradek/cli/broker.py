@@ -10,6 +10,7 @@ from pathlib import Path
 import typer
 
 from odradek.cli.common import fail, parse_pairs
+from odradek.cli.signals import long_running
 from odradek.configdef import ConfigError
 
 
@@ -29,6 +30,7 @@ def install_event_loop() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
+@long_running
 def broker(
     properties: Path | None = typer.Argument(None, help="server.properties file",
                                              exists=True, dir_okay=False),

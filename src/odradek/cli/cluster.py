@@ -21,6 +21,7 @@ from pathlib import Path
 import typer
 
 from odradek.cli.common import console, fail, parse_pairs
+from odradek.cli.signals import long_running
 
 app = typer.Typer(no_args_is_help=True, help="Run a local multi-broker cluster on ZooKeeper.")
 
@@ -50,6 +51,7 @@ def _serving(port: int) -> bool:
 
 
 @app.command("up")
+@long_running
 def up(
     brokers: int = typer.Option(3, "--brokers", "-n", min=1, help="How many brokers"),
     zookeeper: str | None = typer.Option(
@@ -70,21 +72,20 @@ def up(
     data_dir.mkdir(parents=True, exist_ok=True)
     extra = parse_pairs(override, "override")
     zk: ZooKeeperProcess | None = None
-    if zookeeper is None:
-        if not zookeeper_available():
-            fail("no ZooKeeper: install Debian's `zookeeper` package (and Java), or pass "
-                 "--zookeeper HOST:PORT")
-        zk = ZooKeeperProcess(data_dir / "zookeeper", port=zookeeper_port)
-        try:
-            zk.start()
-        except RuntimeError as e:
-            fail(f"ZooKeeper did not start: {e}")
-        zookeeper = zk.connect
-        console.print(f"ZooKeeper on {zookeeper} (data in {data_dir / 'zookeeper'})")
     procs: dict[int, subprocess.Popen[bytes]] = {}
     ports = {i: base_port + i - 1 for i in range(1, brokers + 1)}
-    signal.signal(signal.SIGTERM, _interrupt)  # a kill stops the brokers too
     try:
+        if zookeeper is None:
+            if not zookeeper_available():
+                fail("no ZooKeeper: install Debian's `zookeeper` package (and Java), or pass "
+                     "--zookeeper HOST:PORT")
+            zk = ZooKeeperProcess(data_dir / "zookeeper", port=zookeeper_port)
+            try:
+                zk.start()
+            except RuntimeError as e:
+                fail(f"ZooKeeper did not start: {e}")
+            zookeeper = zk.connect
+            console.print(f"ZooKeeper on {zookeeper} (data in {data_dir / 'zookeeper'})")
         for node_id, port in ports.items():
             if _serving(port):
                 fail(f"port {port} is in use: choose another --base-port")
@@ -121,10 +122,6 @@ def up(
         _stop_all(procs)
         if zk is not None:
             zk.stop()
-
-
-def _interrupt(_signum: int, _frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def _stop_all(procs: dict[int, subprocess.Popen[bytes]]) -> None:

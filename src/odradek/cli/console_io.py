@@ -11,8 +11,10 @@ from typing import Any
 import typer
 
 from odradek.cli.common import BootstrapOption, client_config, err_console, fail, reported
+from odradek.cli.signals import long_running
 
 
+@long_running
 def produce(
     topic: str = typer.Argument(...),
     key_separator: str | None = typer.Option(
@@ -121,6 +123,7 @@ def _format(fmt: str, msg: Any) -> str:
     return out.replace("\\n", "\n").replace("\\t", "\t")
 
 
+@long_running
 def consume(
     topic: str = typer.Argument(...),
     from_beginning: bool = typer.Option(False, "--from-beginning"),

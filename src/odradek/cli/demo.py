@@ -9,6 +9,7 @@ import time
 import typer
 
 from odradek.cli.common import BootstrapOption, console, fail
+from odradek.cli.signals import long_running
 
 app = typer.Typer(no_args_is_help=True, help="Demo data: a simulated IoT device fleet.")
 
@@ -19,6 +20,7 @@ def demo() -> None:
 
 
 @app.command()
+@long_running
 def fleet(
     bootstrap: str = BootstrapOption,
     devices: int = typer.Option(30, "--devices", help="How many devices"),

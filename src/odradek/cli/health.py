@@ -33,6 +33,7 @@ from odradek.cli.common import (
     fail,
 )
 from odradek.cli.lag import Sample, evaluate_partition, group_status
+from odradek.cli.signals import long_running
 
 TIMEOUT_S = 15
 LIST_LIMIT = 5  # partitions named per alarm line; the rest are counted
@@ -383,6 +384,7 @@ def render(view: ClusterView, alarms: Sequence[Alarm] | None) -> RenderableType:
 
 # ---- the command --------------------------------------------------------------------
 
+@long_running
 def health(
     bootstrap: str = typer.Option(DEFAULT_BOOTSTRAP, "--bootstrap-server", "-b",
                                   help=BOOTSTRAP_HELP, envvar="ODRADEK_BOOTSTRAP_SERVER"),

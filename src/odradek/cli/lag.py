@@ -27,6 +27,7 @@ import typer
 from rich.table import Table
 
 from odradek.cli.common import BootstrapOption, console, reported
+from odradek.cli.signals import long_running
 
 app = typer.Typer(help="Evaluate a consumer group's lag as Burrow does.")
 
@@ -110,6 +111,7 @@ def _print(group: str, report: tuple[str, int, int, list[tuple[str, int, int | N
 
 
 @app.command()
+@long_running
 def lag(
     group: str = typer.Argument(..., help="Group id"),
     window: int = typer.Option(10, "--window", help="Samples in the sliding window"),

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ import typer
 from rich.table import Table as RichTable
 
 from odradek.cli.common import BootstrapOption, console, fail
+from odradek.cli.signals import long_running
 
 app = typer.Typer(no_args_is_help=True,
                   help="The data lake: ingest topics into Iceberg tables; browse the catalog.")
@@ -45,6 +44,7 @@ def _table_name(name: str) -> str:
 
 
 @app.command()
+@long_running
 def ingest(
     table: str = typer.Option(..., "--table", help="Target table, namespace.name"),
     topic: list[str] | None = typer.Option(None, "--topic", "-t", help="Topic (repeatable)"),
@@ -105,15 +105,9 @@ def ingest(
     except Exception as e:
         spark.stop()
         fail(str(e).splitlines()[0] if str(e) else repr(e))
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
     try:
         with plain_ctrl_c():
-            while query.isActive and not stop.is_set():
+            while query.isActive:
                 query.awaitTermination(1)
     except KeyboardInterrupt:
         pass

@@ -84,7 +84,11 @@ class ZooKeeperProcess:
              "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(config)],
             stdout=log, stderr=subprocess.STDOUT)
         if wait:
-            self.wait_ready(timeout)
+            try:
+                self.wait_ready(timeout)
+            except BaseException:  # not ready (or interrupted): never leave it running
+                self.stop()
+                raise
         return self
 
     def wait_ready(self, timeout: float = 30.0) -> None:

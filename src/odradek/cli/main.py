@@ -24,6 +24,7 @@ from odradek.cli import (
     transactions,
 )
 from odradek.cli import broker as broker_cmd
+from odradek.cli.signals import long_running
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -55,6 +56,7 @@ app.command("leader-election")(leader_election.leader_election)
 
 
 @app.command("up")
+@long_running
 def up(
     rate: float = typer.Option(200.0, "--rate", help="Fleet events per second"),
     devices: int = typer.Option(30, "--devices"),

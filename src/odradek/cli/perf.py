@@ -38,6 +38,7 @@ from rich.progress import (
 )
 
 from odradek.cli.common import BootstrapOption, console, err_console, fail, parse_pairs, reported
+from odradek.cli.signals import long_running
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -162,6 +163,7 @@ class _Throttle:
 
 
 @app.command("produce")
+@long_running
 def produce(
     topic: str = typer.Option(..., "--topic", help="Topic to produce to"),
     num_records: int = typer.Option(..., "--num-records", min=1),
@@ -249,6 +251,7 @@ def _kafka_time(t: float) -> str:
 
 
 @app.command("consume")
+@long_running
 def consume(
     topic: str = typer.Option(..., "--topic", help="Topic to consume"),
     messages: int = typer.Option(..., "--messages", min=1, help="Records to consume"),
@@ -408,6 +411,7 @@ def _receive(consumer: Any, arrivals: _Arrivals, stop: threading.Event, deadline
 
 
 @app.command("latency")
+@long_running
 def latency(
     topic: str = typer.Option(..., "--topic", help="Topic to produce to and consume from"),
     num_records: int = typer.Option(10_000, "--num-records", min=1),

@@ -12,6 +12,7 @@ from rich.table import Table as RichTable
 
 from odradek.cli.common import BootstrapOption, console, fail
 from odradek.cli.lake import CatalogOption, DataDirOption, WarehouseOption
+from odradek.cli.signals import long_running
 
 app = typer.Typer(no_args_is_help=True,
                   help="Stateful stream jobs on Spark and queries into their live state.")
@@ -34,6 +35,7 @@ def _run(query: Any, spark: Any) -> None:
 
 
 @app.command()
+@long_running
 def state(
     checkpoint: Path = typer.Argument(..., help="The stateful query's checkpoint folder"),
     key: str | None = typer.Option(None, "--key", "-k",
@@ -75,6 +77,7 @@ def state(
 
 
 @app.command("device-stats")
+@long_running
 def device_stats_cmd(
     bootstrap: str = BootstrapOption,
     topic_pattern: str = typer.Option(r"fleet\.(camera|door|climate)", "--topic-pattern"),
@@ -106,6 +109,7 @@ def device_stats_cmd(
 
 
 @app.command()
+@long_running
 def wordcount(
     topic: str = typer.Option(..., "--topic", "-t", help="Topic of text lines"),
     bootstrap: str = BootstrapOption,

@@ -8,6 +8,7 @@ renders them as Spark DDL, Arrow and Iceberg-compatible types. Pure; no Spark ne
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -230,3 +231,20 @@ def from_arrow(dtype: pa.DataType) -> JType:
     if pa.types.is_timestamp(dtype):
         return JType(TIMESTAMP)
     return JType(STRING)
+
+
+def json_error(raw: bytes | None) -> str:
+    """Why a value is not a JSON object, in words a person can act on."""
+    if raw is None:
+        return "empty value"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"not UTF-8 text: {e.reason} at byte {e.start}"
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
+    if not isinstance(value, dict):
+        return f"not a JSON object but a {type(value).__name__}"
+    return "malformed JSON (refused by Spark's parser)"

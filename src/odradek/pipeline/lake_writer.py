@@ -27,7 +27,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from odradek.pipeline.avro_values import AvroDecoder
-from odradek.pipeline.jsontypes import STRUCT, JType, from_arrow, parse_variant_schema, to_arrow
+from odradek.pipeline.jsontypes import (
+    STRUCT,
+    JType,
+    from_arrow,
+    json_error,
+    parse_variant_schema,
+    to_arrow,
+)
 from odradek.pipeline.lake_catalog import (
     META_COLUMNS,
     PROP_CONFLICTS,
@@ -58,23 +65,6 @@ _STATUS = """CASE
   WHEN left(ltrim(translate(substring({text}, 1, 64), '\\t\\n\\r', '   ')), 1)
        <> '{{' THEN 'not-object'
   ELSE 'ok' END"""
-
-
-def json_error(raw: bytes | None) -> str:
-    """Why a value is not a JSON object, in words a person can act on."""
-    if raw is None:
-        return "empty value"
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return f"not UTF-8 text: {e.reason} at byte {e.start}"
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as e:
-        return f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
-    if not isinstance(value, dict):
-        return f"not a JSON object but a {type(value).__name__}"
-    return "malformed JSON (refused by Spark's parser)"
 
 
 @dataclass

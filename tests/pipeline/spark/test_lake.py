@@ -27,6 +27,7 @@ from odradek.pipeline.lake_catalog import (
 )
 from odradek.pipeline.lake_writer import BatchResult
 from tests.pipeline.helpers import create_topic, produce, produce_values, topic
+from tests.processes import reap_on_exit
 
 TABLE = "iot.events"
 
@@ -239,6 +240,7 @@ def test_ingest_process_killed_with_sigkill_then_restarted_lands_everything_once
            "--trigger-interval", "300 milliseconds"]
     log = open(lake_dir.parent / "ingest.log", "wb")  # noqa: SIM115 - the child writes it
     child = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    reap_on_exit(child, group=True)  # the driver and its JVM
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and child.poll() is None:
