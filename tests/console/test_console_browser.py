@@ -145,9 +145,21 @@ def test_overview_brokers_health_and_live_throughput(console: ConsoleProcess, br
     browser.get(console.url + "/health")
     wait_for(lambda: browser.find_elements(By.CSS_SELECTOR, "#alarms li"), what="alarms")
     screenshot(browser, "health")
-    browser.get(console.url + "/transactions")
-    assert "none" in _text(browser, "#hanging")
-    screenshot(browser, "transactions")
+    txn = Producer({"bootstrap.servers": metrics_broker.bootstrap,
+                    "transactional.id": f"tx-{topic}"})
+    txn.init_transactions(20)
+    txn.begin_transaction()
+    txn.produce(topic, b"open")
+    txn.flush(20)
+    try:
+        browser.get(console.url + "/transactions")
+        wait_for(lambda: f"tx-{topic}" in _text(browser, "#ongoing"), what="the transaction")
+        assert "Ongoing" in _text(browser, "#ongoing")
+        wait_for(lambda: "checked" in _text(browser, "#scan-state"), what="the hanging scan")
+        assert "none" in _text(browser, "#hanging")  # open, but its coordinator has it
+        screenshot(browser, "transactions")
+    finally:
+        txn.abort_transaction(20)
 
 
 def test_bad_input_is_one_line_and_nothing_changes(console: ConsoleProcess, browser: Any,

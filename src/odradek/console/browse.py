@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from odradek.console.admin import ConsoleError, error_text
 from odradek.console.settings import ConsoleSettings
@@ -155,37 +157,61 @@ def _avro_decoder(schema_text: str) -> Any:
     return AvroDecoder(schema if isinstance(schema, dict) else {"type": schema}, confluent)
 
 
-def browse(settings: ConsoleSettings, metadata: Any, q: BrowseQuery,
-           deadline_s: float = 5.0) -> BrowseResult:
-    t = metadata.topics.get(q.topic)
-    if t is None or t.error is not None:
-        raise ConsoleError(f"topic {q.topic} does not exist (deleted?)")
-    partitions = sorted(t.partitions)
-    if q.partition is not None:
-        if q.partition not in t.partitions:
-            raise ConsoleError(f"topic {q.topic} has no partition {q.partition} "
-                               f"(it has {len(partitions)})")
-        partitions = [q.partition]
-    avro = _avro_decoder(q.avro_schema) if q.format == "avro" else None
-    consumer = Consumer(settings.kafka_config(**{
-        "group.id": "odradek-console-browser", "enable.auto.commit": False,
-        "enable.partition.eof": True, "auto.offset.reset": "earliest",
-        "fetch.wait.max.ms": 100, "fetch.message.max.bytes": 4 * 1024 * 1024}))
-    result = BrowseResult()
-    try:
-        starts = _starts(consumer, q, partitions, settings.timeout_s, result)
-        if not starts:
-            return result
-        consumer.assign([TopicPartition(q.topic, p, o) for p, o in starts.items()])
-        _read(consumer, q, starts, avro, result, time.monotonic() + deadline_s)
-    finally:
-        consumer.close()
-    result.records.sort(key=lambda r: (r.partition, r.offset))
-    return result
+class Browser:
+    """One assigned-only consumer kept for the console's life (a new one per look would
+    pay for its connections every time); one look at a time."""
+
+    def __init__(self, settings: ConsoleSettings) -> None:
+        self.settings = settings
+        self._consumer: Any = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._consumer is not None:
+                self._consumer.close()
+                self._consumer = None
+
+    def browse(self, partitions: list[int], q: BrowseQuery,
+               offsets: Callable[[list[tuple[str, int]]], dict[tuple[str, int],
+                                                               tuple[int, int]]],
+               deadline_s: float = 5.0) -> BrowseResult:
+        """`partitions`: the topic's; `offsets`: (log start, end) of partitions."""
+        if q.partition is not None:
+            if q.partition not in partitions:
+                raise ConsoleError(f"topic {q.topic} has no partition {q.partition} "
+                                   f"(it has {len(partitions)})")
+            partitions = [q.partition]
+        avro = _avro_decoder(q.avro_schema) if q.format == "avro" else None
+        result = BrowseResult()
+        with self._lock:
+            if self._consumer is None:
+                self._consumer = Consumer(self.settings.kafka_config(**{
+                    "group.id": "odradek-console-browser", "enable.auto.commit": False,
+                    "enable.partition.eof": True, "auto.offset.reset": "earliest",
+                    "fetch.wait.max.ms": 50, "fetch.message.max.bytes": 4 * 1024 * 1024}))
+            consumer = self._consumer
+            try:
+                starts = _starts(consumer, q, partitions, offsets, self.settings.timeout_s,
+                                 result)
+                if starts:
+                    consumer.assign([TopicPartition(q.topic, p, o) for p, o in starts.items()])
+                    try:
+                        _read(consumer, q, starts, avro, result,
+                              time.monotonic() + deadline_s)
+                    finally:
+                        consumer.unassign()
+            except KafkaException as e:
+                consumer.close()
+                self._consumer = None
+                raise ConsoleError(f"reading {q.topic}: {error_text(e)}") from None
+        result.records.sort(key=lambda r: (r.partition, r.offset))
+        return result
 
 
-def _starts(consumer: Any, q: BrowseQuery, partitions: list[int], timeout: float,
-            result: BrowseResult) -> dict[int, int]:
+def _starts(consumer: Any, q: BrowseQuery, partitions: list[int],
+            offsets: Callable[[list[tuple[str, int]]], dict[tuple[str, int], tuple[int, int]]],
+            timeout: float, result: BrowseResult) -> dict[int, int]:
     out: dict[int, int] = {}
     if q.timestamp_ms is not None:
         found = consumer.offsets_for_times(
@@ -197,8 +223,12 @@ def _starts(consumer: Any, q: BrowseQuery, partitions: list[int], timeout: float
             result.notes.append("no record at or after that time")
         return out
     per_partition = max(q.limit // len(partitions), 1) if not q.key else SCAN_LIMIT
+    bounds = offsets([(q.topic, p) for p in partitions])
     for p in partitions:
-        low, high = consumer.get_watermark_offsets(TopicPartition(q.topic, p), timeout=timeout)
+        if (q.topic, p) not in bounds:
+            result.notes.append(f"partition {p}: its offsets are unknown (no leader?)")
+            continue
+        low, high = bounds[(q.topic, p)]
         if q.offset is not None:
             if q.offset >= high:
                 result.notes.append(f"partition {p}: offset {q.offset} is at or past its end "
@@ -221,7 +251,10 @@ def _read(consumer: Any, q: BrowseQuery, starts: dict[int, int], avro: Any,
         if time.monotonic() > deadline:
             result.notes.append("stopped after a few seconds: narrow by partition or offset")
             break
-        for m in consumer.consume(num_messages=500, timeout=0.2):
+        # consume() waits until it has num_messages or the timeout passed: ask for what
+        # can still come (records wanted plus each partition's end-of-partition event)
+        wanted = 500 if needle is not None else q.limit - len(result.records) + len(open_parts)
+        for m in consumer.consume(num_messages=min(wanted, 500), timeout=0.05):
             err = m.error()
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
@@ -229,7 +262,7 @@ def _read(consumer: Any, q: BrowseQuery, starts: dict[int, int], avro: Any,
                     continue
                 raise ConsoleError(f"reading {q.topic}: {error_text(err)}")
             p = m.partition()
-            if p not in open_parts:
+            if p not in open_parts or m.topic() != q.topic:
                 continue
             scanned[p] += 1
             if scanned[p] >= SCAN_LIMIT:

@@ -74,12 +74,25 @@ async def messages(request: Request) -> Response:
     error = None
     try:
         query = browser.BrowseQuery.parse(name, params)
-        metadata = await blocking(s.admin.metadata)
-        result = await blocking(browser.browse, s.settings, metadata, query)
+        partitions = await blocking(_partitions_of, request, name)
+        result = await blocking(request.app.state.browser.browse, partitions, query,
+                                s.admin.offsets)
     except ConsoleError as e:
         error = str(e)
     return render(request, "messages.html", name=name, params=params, result=result,
                   error=error, formats=browser.FORMATS)
+
+
+def _partitions_of(request: Request, topic: str) -> list[int]:
+    """The topic's partitions from the last sample, or asked afresh when it is new."""
+    view = state(request).sampler.view
+    known = sorted(p.partition for p in view.partitions if p.topic == topic) if view else []
+    if known:
+        return known
+    t = state(request).admin.metadata().topics.get(topic)
+    if t is None or t.error is not None:
+        raise ConsoleError(f"topic {topic} does not exist (deleted?)")
+    return sorted(t.partitions)
 
 
 async def create_topic(request: Request, form: dict[str, str]) -> Response:

@@ -6,7 +6,7 @@ import urllib.parse
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from odradek.console import groups as group_ops
@@ -66,20 +66,25 @@ async def reset_offsets(request: Request, form: dict[str, str]) -> Response:
 
 async def transactions(request: Request) -> Response:
     s = state(request)
-    raw = request.query_params.get("max_timeout_min", "15")
-    ongoing: list[Any] = []
-    hanging: list[Any] = []
+    params = request.query_params
+    raw = params.get("max_timeout_min", "15")
+    rows: list[Any] = []
     error = None
+    scan: txns.HangingScan = request.app.state.hanging
     try:
         try:
             max_min = int(raw)
         except ValueError:
             raise ConsoleError(f"max_timeout_min must be whole minutes, got {raw!r}") from None
-        ongoing, hanging = await blocking(txns.overview, s.settings.bootstrap, max_min)
+        if params.get("scan") == "1":  # start it, then a URL the live region may repeat
+            scan.request(max_min, force=True)
+            return RedirectResponse(f"/transactions?max_timeout_min={max_min}", 303)
+        scan.request(max_min)  # the live region shows its result when it is done
+        rows = await blocking(txns.ongoing, s.settings.bootstrap)
     except ConsoleError as e:
         error = str(e)
-    return render(request, "transactions.html", ongoing=ongoing, hanging=hanging,
-                  error=error, max_timeout_min=raw)
+    return render(request, "transactions.html", ongoing=rows, scan=scan, error=error,
+                  max_timeout_min=raw)
 
 
 async def abort(request: Request, form: dict[str, str]) -> Response:

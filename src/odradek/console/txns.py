@@ -3,6 +3,7 @@ the requests `odradek transactions` sends (no binding has them), reused as they 
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,26 +43,77 @@ def _cluster(bootstrap: str) -> Any:
         raise ConsoleError(f"cannot reach the cluster: {e}") from None
 
 
-def overview(bootstrap: str, max_timeout_min: int) -> tuple[list[Ongoing], list[Hanging]]:
+def ongoing(bootstrap: str) -> list[Ongoing]:
+    """Every transactional id the coordinators know, described."""
     try:
         cluster = _cluster(bootstrap)
         now = time.time() * 1000
-        ongoing = []
+        out = []
         for tid, node, _pid, state in tx.list_all(cluster):
             _, d = tx.describe_one(cluster, tid)
-            ongoing.append(Ongoing(
+            out.append(Ongoing(
                 tid, node, d.producer_id, d.producer_epoch, state,
                 (now - d.start_ms) / 1000 if d.start_ms >= 0 else None, d.timeout_ms,
                 ", ".join(f"{t}-{p}" for t, p in d.partitions) or "-"))
-        hanging = [Hanging(t, p, pid, epoch, start, minutes)
-                   for t, p, pid, epoch, _ce, start, _ts, minutes
-                   in tx.find_hanging_rows(cluster, None, None, max_timeout_min)]
     except typer.Exit:  # the CLI helpers already said why on stderr
         raise ConsoleError("a broker refused a transactions request (see the console's "
                            "log)") from None
     except OSError as e:
         raise ConsoleError(f"a broker did not answer: {e}") from None
-    return ongoing, hanging
+    return out
+
+
+def hanging(bootstrap: str, max_timeout_min: int) -> list[Hanging]:
+    """Asks every partition's leader for its producers: one request per partition."""
+    try:
+        rows = tx.find_hanging_rows(_cluster(bootstrap), None, None, max_timeout_min)
+    except typer.Exit:
+        raise ConsoleError("a broker refused a DescribeProducers request") from None
+    except OSError as e:
+        raise ConsoleError(f"a broker did not answer: {e}") from None
+    return [Hanging(t, p, pid, epoch, start, minutes)
+            for t, p, pid, epoch, _ce, start, _ts, minutes in rows]
+
+
+class HangingScan:
+    """The hanging-transaction scan in the background: it asks every partition's leader
+    (seconds on a thousand partitions), so the page shows the last scan and its time."""
+
+    RESCAN_S = 300.0
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+        self.rows: list[Hanging] = []
+        self.checked_at = 0.0
+        self.max_timeout_min = 15
+        self.error: str | None = None
+        self._lock = threading.Lock()
+        self._running = False
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def request(self, max_timeout_min: int, force: bool = False) -> None:
+        """Start a scan unless one runs, or the last one is recent and for the same bound."""
+        with self._lock:
+            fresh = time.time() - self.checked_at < self.RESCAN_S and \
+                max_timeout_min == self.max_timeout_min
+            if self._running or (fresh and not force):
+                return
+            self._running = True
+        threading.Thread(target=self._scan, args=(max_timeout_min,), daemon=True,
+                         name="console-hanging-scan").start()
+
+    def _scan(self, max_timeout_min: int) -> None:
+        try:
+            self.rows, self.error = hanging(self.bootstrap, max_timeout_min), None
+        except ConsoleError as e:
+            self.error = str(e)
+        finally:
+            self.max_timeout_min = max_timeout_min
+            self.checked_at = time.time()
+            self._running = False
 
 
 def abort(bootstrap: str, topic: str, partition: int, start_offset: int) -> int:

@@ -28,9 +28,11 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from odradek.console.admin import Admin, ConsoleError
+from odradek.console.browse import Browser
 from odradek.console.lake import Lake
 from odradek.console.sampler import Sampler
 from odradek.console.settings import ConsoleSettings
+from odradek.console.txns import HangingScan
 
 CSRF_COOKIE = "odradek_csrf"
 CSRF_FIELD = "csrf"
@@ -157,6 +159,7 @@ def create_app(settings: ConsoleSettings, sampler: Sampler | None = None) -> Sta
     admin = Admin(settings)
     sampler = sampler or Sampler(settings)
     lake = Lake(settings.lake_catalog_uri, settings.lake_warehouse)
+    browser = Browser(settings)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -167,10 +170,13 @@ def create_app(settings: ConsoleSettings, sampler: Sampler | None = None) -> Sta
             yield
         finally:
             await run_in_threadpool(sampler.stop)
+            await run_in_threadpool(browser.close)
 
     routes = [*routes_cluster.routes(), *routes_ops.routes(),
               Mount("/static", StaticFiles(directory=str(_PACKAGE / "static")), name="static")]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.console = State(settings, admin, sampler, lake)
+    app.state.hanging = HangingScan(settings.bootstrap)
+    app.state.browser = browser
     app.state.started = time.time()
     return app
