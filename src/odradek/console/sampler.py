@@ -13,13 +13,13 @@ import threading
 import time
 import urllib.request
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka.admin import ConfigResource
 
-from odradek.cli.health import Alarm, ClusterView, Collector, Thresholds, assess
+from odradek.cli.health import Alarm, ClusterView, Collector, GroupView, Thresholds, assess
 from odradek.console.admin import error_text
 from odradek.console.settings import ConsoleSettings
 
@@ -100,7 +100,8 @@ class Sampler:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._changed = threading.Condition()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
+        self._groups: list[GroupView] = []
         self._endpoints: list[str] = []
         self._discovered_at = 0.0
         self.min_isr: dict[str, int] = {}  # topic → min.insync.replicas
@@ -110,14 +111,22 @@ class Sampler:
     # ---- life --------------------------------------------------------------------
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="console-sampler", daemon=True)
-        self._thread.start()
+        # Two loops: the cluster's state (Metadata, DescribeLogDirs: fast even with a
+        # broker down) must not wait behind the groups' and the configs' calls, which
+        # wait out their timeout for a broker that went away.
+        self._threads = [
+            threading.Thread(target=self._loop, args=(self.sample_cluster,), daemon=True,
+                             name="console-sampler-cluster"),
+            threading.Thread(target=self._loop, args=(self.sample_slow,), daemon=True,
+                             name="console-sampler-groups")]
+        for t in self._threads:
+            t.start()
 
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(self.settings.timeout_s + 5)
+        for t in self._threads:
+            t.join(self.settings.timeout_s + 5)
 
     def refresh_soon(self) -> None:
         """After a mutation: sample now rather than at the next tick."""
@@ -127,20 +136,29 @@ class Sampler:
         with self._changed:
             return self._changed.wait_for(lambda: self.rounds > after, timeout)
 
-    def _run(self) -> None:
+    def _loop(self, step: Callable[[], None]) -> None:
         while not self._stop.is_set():
-            self.sample_once()
+            step()
             self._wake.wait(self.settings.refresh_s)
             self._wake.clear()
 
-    # ---- one round ---------------------------------------------------------------
+    # ---- rounds ------------------------------------------------------------------
 
     def sample_once(self) -> None:
+        self.sample_slow()
+        self.sample_cluster()
+
+    def sample_cluster(self) -> None:
+        c = self.collector
         try:
-            self.collector.sample_groups()
-            view = self.collector.view()
+            cluster_id, controller, brokers, partitions = c.cluster()
+            view = ClusterView(cluster_id, controller, brokers, partitions,
+                               c.log_dirs(brokers), self._groups)
             now = time.time()
-            self._record(view, now)
+            h = self.history
+            h.add("partitions.under_replicated", now, sum(
+                1 for p in view.partitions if not p.offline and len(p.isr) < len(p.replicas)))
+            h.add("partitions.offline", now, sum(p.offline for p in view.partitions))
             self.view, self.alarms, self.error = view, assess(view, Thresholds()), None
             self.updated = now
         except Exception as e:  # the cluster did not answer: keep the last view, say so
@@ -151,22 +169,28 @@ class Sampler:
             self.rounds += 1
             self._changed.notify_all()
 
-    def _record(self, view: ClusterView, now: float) -> None:
-        h = self.history
-        under = sum(1 for p in view.partitions if not p.offline and len(p.isr) < len(p.replicas))
-        h.add("partitions.under_replicated", now, under)
-        h.add("partitions.offline", now, sum(p.offline for p in view.partitions))
-        keep = set()
-        for g in view.groups:
-            name = f"lag.{g.group}"
-            keep.add(name)
-            h.add(name, now, g.total_lag)
-        h.forget(keep, "lag.")
-        self._record_rates(view, now)
-        if now - self._min_isr_at > MIN_ISR_EVERY_S or \
-                any(p.topic not in self.min_isr for p in view.partitions):
-            self._refresh_min_isr({p.topic for p in view.partitions})
-            self._min_isr_at = now
+    def sample_slow(self) -> None:
+        """Groups' lag, throughput and topics' min.insync.replicas."""
+        try:
+            self.collector.sample_groups()
+            groups = self.collector.groups()
+            now = time.time()
+            keep = set()
+            for g in groups:
+                keep.add(f"lag.{g.group}")
+                self.history.add(f"lag.{g.group}", now, g.total_lag)
+            self.history.forget(keep, "lag.")
+            self._groups = groups
+            view = self.view
+            if view is None:
+                return
+            self._record_rates(view, now)
+            if now - self._min_isr_at > MIN_ISR_EVERY_S or \
+                    any(p.topic not in self.min_isr for p in view.partitions):
+                self._refresh_min_isr({p.topic for p in view.partitions})
+                self._min_isr_at = now
+        except Exception:  # shown through the cluster round's error; try again next tick
+            log.debug("group sample failed", exc_info=True)
 
     def under_min_isr(self) -> int:
         """Partitions whose ISR is smaller than their topic's min.insync.replicas:
