@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +39,9 @@ class ConsoleSettings:
     def kafka_config(self, **extra: Any) -> dict[str, Any]:
         """librdkafka settings for an admin client, consumer or producer."""
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "log_level": 3,
-                                "client.id": "odradek-console"}
+                                "client.id": "odradek-console",
+                                # librdkafka's complaints go to logging, not the terminal
+                                "logger": logging.getLogger("odradek.console.librdkafka")}
         conf.update(self.client_config)
         conf.update(extra)
         return conf
