@@ -132,6 +132,23 @@ class Move:
         return None if self.current is None else self.new - self.current
 
 
+class _KnownWatermarks:
+    """The consumer `odradek groups`' target logic asks, answering watermarks from the
+    offsets already listed in one batch (not one request per partition)."""
+
+    def __init__(self, consumer: Any, bounds: dict[tuple[str, int], tuple[int, int]]) -> None:
+        self.consumer = consumer
+        self.bounds = bounds
+
+    def get_watermark_offsets(self, tp: TopicPartition, timeout: float | None = None
+                              ) -> tuple[int, int]:
+        return self.bounds[(tp.topic, tp.partition)]
+
+    def offsets_for_times(self, tps: list[TopicPartition], timeout: float | None = None
+                          ) -> Any:
+        return self.consumer.offsets_for_times(tps, timeout=timeout)
+
+
 def preview(admin: Admin, group: str, req: ResetRequest, metadata: Any) -> list[Move]:
     """Every partition's move, bounded by its log start and end, as Kafka's tool does."""
     current = committed(admin, group)
@@ -144,21 +161,24 @@ def preview(admin: Admin, group: str, req: ResetRequest, metadata: Any) -> list[
         if t is None or t.error is not None:
             raise ConsoleError(f"topic {name} does not exist")
         tps += [(name, p) for p in sorted(t.partitions)]
+    bounds = admin.offsets(tps)  # every partition's log start and end in two requests
+    missing = [f"{t}-{p}" for t, p in tps if (t, p) not in bounds]
+    if missing:
+        raise ConsoleError(f"no leader answers for {', '.join(missing[:5])}: try again later")
     probe = Consumer(admin.settings.kafka_config(**{"group.id": "odradek-console-probe"}))
     try:
-        targets = _targets(probe, tps, current, req.strategy == "earliest",
-                           req.strategy == "latest",
+        targets = _targets(_KnownWatermarks(probe, bounds), tps, current,
+                           req.strategy == "earliest", req.strategy == "latest",
                            int(req.value) if req.strategy == "offset" else None,
                            req.value if req.strategy == "datetime" else None,
                            int(req.value) if req.strategy == "shift" else None,
                            req.value if req.strategy == "duration" else None)
         moves = []
         for (t, p), offset in sorted(targets.items()):
-            low, high = probe.get_watermark_offsets(TopicPartition(t, p),
-                                                    timeout=admin.timeout)
+            low, high = bounds[(t, p)]
             moves.append(Move(t, p, current.get((t, p)), min(max(offset, low), high)))
     except ValueError as e:  # a malformed date or duration
-        raise ConsoleError(str(e)) from None
+        raise ConsoleError(f"{req.strategy} {req.value!r} is not valid: {e}") from None
     except typer.Exit:
         raise ConsoleError("could not work out the targets") from None
     except KafkaException as e:
