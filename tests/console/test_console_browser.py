@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 from selenium.webdriver.common.by import By
 
 from tests.conftest import BrokerProcess
@@ -198,6 +204,26 @@ def test_bad_input_is_one_line_and_nothing_changes(console: ConsoleProcess, brow
     wait_for(lambda: f"deleted topic {topic}" in _text(browser, "#notice"), what="deletion")
     browser.get(console.url + f"/topics/{topic}")
     assert "does not exist" in _text(browser, "#error")
+
+
+def test_a_topic_deleted_while_viewed_is_said_in_one_line(console: ConsoleProcess,
+                                                         browser: Any,
+                                                         metrics_broker: BrokerProcess) -> None:
+    topic = _topic(metrics_broker.bootstrap, partitions=2)
+    admin = AdminClient({"bootstrap.servers": metrics_broker.bootstrap})
+    admin.incremental_alter_configs([ConfigResource(
+        ConfigResource.Type.TOPIC, topic, incremental_configs=[ConfigEntry(
+            "retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])]
+    )[ConfigResource(ConfigResource.Type.TOPIC, topic)].result(10)
+    browser.get(console.url + f"/topics?q={topic}")
+    wait_for(lambda: "retention.ms" in _text(browser, "#topics .overrides"), 45,
+             "the topic's own config listed")
+    browser.get(console.url + f"/topics/{topic}")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#partitions tr")) == 3
+    admin.delete_topics([topic])[topic].result(10)
+    wait_for(lambda: "does not exist" in _text(browser, "#error"), 20,
+             "the live page saying the topic is gone")
+    assert browser.find_elements(By.CSS_SELECTOR, "#partitions") == []
 
 
 def test_read_only_console_hides_and_refuses_mutations(

@@ -45,7 +45,8 @@ async def topics(request: Request) -> Response:
         rows = [r for r in rows if q.lower() in r.name.lower()]
     if not internal:
         rows = [r for r in rows if not r.internal]
-    return render(request, "topics.html", rows=rows, q=q, internal=internal)
+    return render(request, "topics.html", rows=rows, q=q, internal=internal,
+                  overrides=s.sampler.overrides)
 
 
 async def topic(request: Request) -> Response:

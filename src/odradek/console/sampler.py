@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka.admin import ConfigResource
+from confluent_kafka.admin import ConfigResource, ConfigSource
 
 from odradek.cli.health import Alarm, ClusterView, Collector, GroupView, Thresholds, assess
 from odradek.console.admin import error_text
@@ -29,7 +29,7 @@ METRICS_PORT_CONFIG = "metrics.port"  # odradek's broker config naming its /metr
 BYTES_IN = "kafka_server_brokertopicmetrics_bytesin_total"
 BYTES_OUT = "kafka_server_brokertopicmetrics_bytesout_total"
 DISCOVER_EVERY_S = 60.0
-MIN_ISR_EVERY_S = 30.0  # topics' min.insync.replicas change rarely; asked at this pace
+TOPIC_CONFIGS_EVERY_S = 30.0  # topics' configs change rarely (or through us): this pace
 
 
 class History:
@@ -105,6 +105,7 @@ class Sampler:
         self._endpoints: list[str] = []
         self._discovered_at = 0.0
         self.min_isr: dict[str, int] = {}  # topic → min.insync.replicas
+        self.overrides: dict[str, list[str]] = {}  # topic → configs set on the topic itself
         self._min_isr_at = 0.0
         self._last_totals: tuple[float, float, float, str] | None = None  # t, in, out, source
 
@@ -130,6 +131,7 @@ class Sampler:
 
     def refresh_soon(self) -> None:
         """After a mutation: sample now rather than at the next tick."""
+        self._min_isr_at = 0.0  # and the topics' configs too
         self._wake.set()
 
     def wait_for_round(self, after: int, timeout: float) -> bool:
@@ -185,9 +187,9 @@ class Sampler:
             if view is None:
                 return
             self._record_rates(view, now)
-            if now - self._min_isr_at > MIN_ISR_EVERY_S or \
+            if now - self._min_isr_at > TOPIC_CONFIGS_EVERY_S or \
                     any(p.topic not in self.min_isr for p in view.partitions):
-                self._refresh_min_isr({p.topic for p in view.partitions})
+                self._refresh_topic_configs({p.topic for p in view.partitions})
                 self._min_isr_at = now
         except Exception:  # shown through the cluster round's error; try again next tick
             log.debug("group sample failed", exc_info=True)
@@ -201,20 +203,26 @@ class Sampler:
         return sum(1 for p in view.partitions
                    if not p.offline and len(p.isr) < self.min_isr.get(p.topic, 1))
 
-    def _refresh_min_isr(self, topics: set[str]) -> None:
+    def _refresh_topic_configs(self, topics: set[str]) -> None:
         resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in sorted(topics)]
         if not resources:
             return
         futures = self.collector.admin.describe_configs(
             resources, request_timeout=self.settings.timeout_s)
         found = {}
+        overrides = {}
         for resource, future in futures.items():
             try:
-                entry = future.result().get("min.insync.replicas")
+                entries = future.result()
             except Exception:  # deleted meanwhile, or not authorized: default 1
                 continue
+            overrides[resource.name] = sorted(
+                name for name, e in entries.items()
+                if ConfigSource(e.source) == ConfigSource.DYNAMIC_TOPIC_CONFIG)
+            entry = entries.get("min.insync.replicas")
             if entry is not None and entry.value:
                 found[resource.name] = int(entry.value)
+        self.overrides = overrides
         self.min_isr = {t: found.get(t, 1) for t in topics}
 
     def _record_rates(self, view: ClusterView, now: float) -> None:
