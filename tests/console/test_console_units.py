@@ -81,3 +81,31 @@ def test_console_command_refuses_bad_options_in_one_line(args: list[str], messag
     result = CliRunner().invoke(app, ["console", *args])
     assert result.exit_code == 1
     assert message in result.output
+
+
+def test_avro_values_decode_with_the_pasted_schema_and_bad_ones_say_why() -> None:
+    import io
+    import struct
+
+    from fastavro import parse_schema, schemaless_writer
+
+    from odradek.console.browse import _avro_decoder
+
+    schema = {"type": "record", "name": "Reading",
+              "fields": [{"name": "device", "type": "string"},
+                         {"name": "celsius", "type": "double"}]}
+    body = io.BytesIO()
+    schemaless_writer(body, parse_schema(schema), {"device": "th-1", "celsius": 21.5})
+    framed = b"\x00" + struct.pack(">i", 7) + body.getvalue()  # Confluent's wire format
+    decoder = _avro_decoder(json.dumps(schema))
+    shown_value = show(framed, "avro", decoder)
+    assert shown_value.kind == "avro"
+    assert json.loads(shown_value.text) == {"device": "th-1", "celsius": 21.5}
+    bare = show(body.getvalue(), "avro", decoder)  # no framing: read as a bare body
+    assert json.loads(bare.text)["device"] == "th-1"
+    garbage = show(b"\x00\x00\x00\x00\x07\xff", "avro", decoder)
+    assert garbage.kind == "hex" and "not an Avro record" in garbage.note
+    with pytest.raises(ConsoleError, match="Avro schema is not valid"):
+        _avro_decoder('{"type": "record"}')
+    with pytest.raises(ConsoleError, match="writer's schema"):
+        _avro_decoder("")

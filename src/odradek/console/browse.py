@@ -112,9 +112,11 @@ def show(data: bytes | None, fmt: str, avro: Any = None) -> Shown:
     if data is None:
         return Shown("null", "null")
     if fmt == "avro" and avro is not None:
-        text, why = avro.decode(data)
-        if text is not None:
-            return Shown(json.dumps(json.loads(text), indent=1), "avro")
+        why = None
+        for decoder in avro:  # Confluent's framing first, then a bare Avro body
+            text, why = decoder.decode(data)
+            if text is not None:
+                return Shown(json.dumps(json.loads(text), indent=1), "avro")
         return Shown(data[:SHOW_BYTES].hex(" "), "hex", why or "")
     if fmt == "hex":
         part, note = _cut(data)
@@ -153,8 +155,8 @@ def _avro_decoder(schema_text: str) -> Any:
         parse_schema(schema)
     except Exception as e:  # json or fastavro's SchemaParseException
         raise ConsoleError(f"the Avro schema is not valid: {e}") from None
-    confluent = True
-    return AvroDecoder(schema if isinstance(schema, dict) else {"type": schema}, confluent)
+    full = schema if isinstance(schema, dict) else {"type": schema}
+    return (AvroDecoder(full, confluent=True), AvroDecoder(full, confluent=False))
 
 
 class Browser:
