@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -109,3 +110,17 @@ def test_avro_values_decode_with_the_pasted_schema_and_bad_ones_say_why() -> Non
         _avro_decoder('{"type": "record"}')
     with pytest.raises(ConsoleError, match="writer's schema"):
         _avro_decoder("")
+
+
+def test_a_command_config_librdkafka_refuses_is_one_line(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from odradek.cli.main import app
+
+    props = tmp_path / "client.properties"
+    props.write_text("# a typo\nsecurity.protocoll=SASL_SSL\n")
+    result = CliRunner().invoke(app, ["console", "--command-config", str(props),
+                                      "--port", "1"])
+    assert result.exit_code == 1
+    assert "the client config is not valid" in result.output
+    assert "security.protocoll" in result.output

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from odradek.cli.common import BOOTSTRAP_HELP, DEFAULT_BOOTSTRAP, console, fail
+
+if TYPE_CHECKING:
+    from odradek.console.settings import ConsoleSettings
 
 
 def default_catalog_uri() -> str:
@@ -25,6 +29,19 @@ def read_client_config(path: Path) -> dict[str, str]:
         return read_properties(path)
     except OSError as e:
         fail(f"cannot read --command-config {path}: {e.strerror}")
+
+
+def _check_client_config(settings: ConsoleSettings) -> None:
+    """librdkafka refuses an unknown or malformed property: say so now, in one line."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from odradek.cli.common import error_text
+
+    try:
+        AdminClient(settings.kafka_config())
+    except (KafkaException, ValueError, TypeError) as e:
+        fail(f"the client config is not valid: {error_text(e)}")
 
 
 def run_console(
@@ -58,6 +75,7 @@ def run_console(
         client_config=read_client_config(command_config) if command_config else {},
         read_only=read_only, lake_catalog_uri=lake_catalog_uri or default_catalog_uri(),
         refresh_s=refresh)
+    _check_client_config(settings)
     console.print(f"odradek console on http://{host}:{port}/ for {bootstrap}"
                   f"{' (read-only)' if read_only else ''}; Ctrl-C stops it", highlight=False)
     build_server(settings, host, port).run()
