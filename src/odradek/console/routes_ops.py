@@ -72,6 +72,8 @@ async def transactions(request: Request) -> Response:
     error = None
     scan: txns.HangingScan = request.app.state.hanging
     try:
+        if s.settings.secured:
+            raise ConsoleError(txns.SECURED)
         try:
             max_min = int(raw)
         except ValueError:

@@ -154,8 +154,9 @@ class Sampler:
         c = self.collector
         try:
             cluster_id, controller, brokers, partitions = c.cluster()
-            view = ClusterView(cluster_id, controller, brokers, partitions,
-                               c.log_dirs(brokers), self._groups)
+            # on a secured cluster log dirs would read as unreachable: left unknown instead
+            dirs = [] if self.settings.secured else c.log_dirs(brokers)
+            view = ClusterView(cluster_id, controller, brokers, partitions, dirs, self._groups)
             now = time.time()
             h = self.history
             h.add("partitions.under_replicated", now, sum(

@@ -36,6 +36,12 @@ class ConsoleSettings:
     history_s: float = 3600.0  # how far back the charts reach
     timeout_s: float = 10.0
 
+    @property
+    def secured(self) -> bool:
+        """TLS or SASL: the requests no binding has (DescribeLogDirs, the transactions
+        APIs) are sent on plain connections and cannot be asked."""
+        return self.client_config.get("security.protocol", "PLAINTEXT").upper() != "PLAINTEXT"
+
     def kafka_config(self, **extra: Any) -> dict[str, Any]:
         """librdkafka settings for an admin client, consumer or producer."""
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap, "log_level": 3,

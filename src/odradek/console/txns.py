@@ -13,6 +13,9 @@ import typer
 from odradek.cli import transactions as tx
 from odradek.console.admin import ConsoleError
 
+SECURED = ("the transactions APIs have no binding in confluent-kafka and are sent on plain "
+           "connections: this page needs the cluster's PLAINTEXT listener")
+
 
 @dataclass(frozen=True)
 class Ongoing:
