@@ -17,6 +17,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import typer
 from rich.console import Group as RichGroup
@@ -198,15 +199,18 @@ class Collector:
     """Asks the cluster; keeps each group partition's last `window` lag samples, so that
     Burrow's evaluation sees offsets move (or not) across refreshes."""
 
-    def __init__(self, bootstrap: str, window: int = 10, timeout: float = TIMEOUT_S) -> None:
+    def __init__(self, bootstrap: str, window: int = 10, timeout: float = TIMEOUT_S,
+                 config: dict[str, Any] | None = None) -> None:
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
-        self.admin = AdminClient(client_config(bootstrap))
+        self.admin = AdminClient(config or client_config(bootstrap))
         self.timeout = timeout
         self.window = window
         self.samples: dict[tuple[str, str, int], deque[Sample]] = {}
         self._group_info: dict[str, tuple[str, int]] = {}
+        # each partition's largest replica, from the last log_dirs() (the console's sizes)
+        self.partition_sizes: dict[tuple[str, int], int] = {}
 
     def cluster(self) -> tuple[str | None, int | None, list[BrokerView], list[PartitionView]]:
         described = self.admin.describe_cluster(request_timeout=self.timeout).result()
@@ -227,6 +231,7 @@ class Collector:
         from odradek.protocol.messages import request_class
 
         out = []
+        sizes: dict[tuple[str, int], int] = {}
         for b in brokers:
             try:
                 response = _call(b.host, b.port, 35, 4, request_class(35, 4)(topics=None))
@@ -235,11 +240,18 @@ class Collector:
                                       0, 0))
                 continue
             for r in response.results:
-                sizes = [p.partition_size for t in r.topics for p in t.partitions
-                         if not p.is_future_key]
+                dir_sizes = []
+                for t in r.topics:
+                    for p in t.partitions:
+                        if p.is_future_key:
+                            continue
+                        dir_sizes.append(p.partition_size)
+                        key = (t.name, p.partition_index)
+                        sizes[key] = max(sizes.get(key, 0), p.partition_size)
                 error = None if r.error_code == 0 else ErrorCode(r.error_code).name.upper()
                 out.append(LogDirView(b.node_id, r.log_dir, error, r.total_bytes,
-                                      r.usable_bytes, len(sizes), sum(sizes)))
+                                      r.usable_bytes, len(dir_sizes), sum(dir_sizes)))
+        self.partition_sizes = sizes
         return out
 
     def sample_groups(self) -> None:

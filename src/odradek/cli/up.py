@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from odradek.cli.common import console, fail
 from odradek.server.config import BrokerConfig
@@ -31,6 +32,26 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], timeout:
     fail(f"the broker did not listen on {host}:{port} within {timeout:.0f}s")
 
 
+CONSOLE_PORT = 8080
+
+
+def _start_console(bootstrap: str, pipeline_dir: Path) -> Any:
+    """The web console beside the pipeline, on 8080 or, when that is taken, a free port."""
+    from odradek.console.serve import BackgroundConsole, port_free
+    from odradek.console.settings import ConsoleSettings
+
+    port = CONSOLE_PORT
+    if not port_free("127.0.0.1", port):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+    settings = ConsoleSettings(
+        bootstrap, lake_catalog_uri=f"sqlite:///{(pipeline_dir / 'lake' / 'catalog.db').resolve()}")
+    web = BackgroundConsole(settings, "127.0.0.1", port).start()
+    console.print(f"odradek: console on [bold]{web.url}[/bold]")
+    return web
+
+
 def run(*, rate: float, devices: int, duration: float | None, log_level: str) -> None:
     config = BrokerConfig.load()
     listener = config.advertised_listeners[0]
@@ -41,6 +62,7 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str) ->
             fail(f"something already listens on {bootstrap}; stop it or set "
                  "ODRADEK_LISTENERS to another port")
     console.print(f"odradek: broker on {bootstrap}, data in {data_dir}")
+    web: Any = None
     broker = subprocess.Popen([sys.executable, "-m", "odradek", "broker",
                                "--log-level", log_level], start_new_session=True)
     try:
@@ -48,11 +70,14 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str) ->
         from odradek.pipeline.up import run_up
 
         pipeline_dir = data_dir.parent / "pipeline"
+        web = _start_console(bootstrap, pipeline_dir)
         run_up(bootstrap, pipeline_dir, rate=rate, devices=devices, duration_s=duration,
                console=console)
     except KeyboardInterrupt:
         pass
     finally:
+        if web is not None:
+            web.stop()
         if broker.poll() is None:
             os.killpg(broker.pid, signal.SIGTERM)
             try:
