@@ -21,6 +21,7 @@ from odradek.replication.channel import BrokerChannel
 from odradek.replication.replica_manager import Partition, ReplicaManager
 from odradek.replication.settings import ReplicaSettings
 from odradek.server.config import BrokerConfig
+from odradek.server.listener_security import listener_security, no_scram
 from odradek.server.connection import KafkaConnection
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
@@ -31,6 +32,7 @@ from tests.cluster.inproc import until
 
 __all__ = ["FAST", "Cluster", "Node", "produce", "segment_bytes", "until"]
 
+PLAINTEXT = listener_security({}, "PLAINTEXT", "PLAINTEXT", no_scram)
 FAST = ReplicaSettings(lag_time_max_ms=1500, fetch_wait_max_ms=200, fetch_backoff_ms=100,
                        socket_timeout_ms=5000, hw_checkpoint_interval_ms=200)
 
@@ -75,7 +77,7 @@ class Node:
         self.replicas.alter_isr = self.cluster.alter_isr_for(self.node_id)
         self.pipeline = RequestPipeline(self._ports(), self.metrics)
         loop = asyncio.get_running_loop()
-        self.server = await loop.create_server(lambda: KafkaConnection(self, "PLAINTEXT"),  # type: ignore[arg-type]
+        self.server = await loop.create_server(lambda: KafkaConnection(self, PLAINTEXT),  # type: ignore[arg-type]
                                                "127.0.0.1", self.port, reuse_address=True)
         self.port = self.server.sockets[0].getsockname()[1]
         self.alive = True

@@ -124,12 +124,12 @@ def test_a_security_property_not_honoured_stops_the_start(name: str, value: str)
 
 
 def test_an_authorizer_is_one_of_kafkas_and_not_on_zookeeper_yet() -> None:
-    with pytest.raises(ConfigError, match="authorizer.class.name: com.example.Mine"):
+    with pytest.raises(ConfigError, match=r"authorizer\.class\.name: com\.example\.Mine"):
         BrokerConfig.load(environ={}, overrides={"authorizer.class.name": "com.example.Mine"})
     with pytest.raises(ConfigError, match="ZooKeeper"):
         BrokerConfig.load(environ={}, overrides={
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "zookeeper.connect": "127.0.0.1:2181"})
-    with pytest.raises(ConfigError, match="super.users"):
+    with pytest.raises(ConfigError, match=r"super\.users"):
         BrokerConfig.load(environ={}, overrides={
             "authorizer.class.name": "acl", "super.users": "admin-without-type"})

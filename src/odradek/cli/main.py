@@ -54,7 +54,7 @@ app.add_typer(demo.app, name="demo")
 app.add_typer(cluster.app, name="cluster")
 app.command("reassign")(reassign.reassign)
 app.command("leader-election")(leader_election.leader_election)
-app.command("console")(console.run_console)
+app.command("console")(long_running(console.run_console))
 
 
 @app.command("up")
