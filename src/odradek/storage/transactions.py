@@ -24,7 +24,21 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from odradek.protocol.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, BatchHeader, read_header
+from odradek.protocol.batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    BASE_OFFSET_OFFSET,
+    F_ATTRS,
+    F_BASE_OFFSET,
+    F_LAST_DELTA,
+    F_PID,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    BatchHeader,
+    read_header,
+)
 from odradek.protocol.records import ControlType, decode_batch, encode_control_batch
 from odradek.storage.cleaner_txn import control_type, marker_of
 from odradek.storage.log_types import AppendInfo
@@ -35,10 +49,6 @@ from odradek.storage.producer_state import (
     read_snapshot,
 )
 from odradek.storage.segment import (
-    F_ATTRS,
-    F_BASE_OFFSET,
-    F_LAST_DELTA,
-    F_PID,
     LogSegment,
 )
 from odradek.storage.txn_index import AbortedTxnEntry, write_index
@@ -49,10 +59,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_LENGTH = struct.Struct(">i")
-_LAST_DELTA = struct.Struct(">i")
-_BASE_OFFSET = struct.Struct(">q")
-_LAST_DELTA_AT = 23
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 
 # ------------------------------------------------------------------ markers
@@ -141,16 +149,16 @@ def last_stable_offset(lg: Log) -> int:
 def next_offset_after(records: bytes | bytearray | memoryview) -> int | None:
     """The offset following the last whole batch of fetched bytes (None if none)."""
     pos, end, found = 0, len(records), None
-    while end - pos >= 61:
-        size = _LENGTH.unpack_from(records, pos + 8)[0] + 12
+    while end - pos >= HEADER_SIZE:
+        size = _I32.unpack_from(records, pos + LENGTH_OFFSET)[0] + LOG_OVERHEAD
         if pos + size > end:
             break
         found = pos
         pos += size
     if found is None:
         return None
-    base = _BASE_OFFSET.unpack_from(records, found)[0]
-    return int(base + _LAST_DELTA.unpack_from(records, found + _LAST_DELTA_AT)[0] + 1)
+    base = _I64.unpack_from(records, found + BASE_OFFSET_OFFSET)[0]
+    return int(base + _I32.unpack_from(records, found + LAST_OFFSET_DELTA_OFFSET)[0] + 1)
 
 
 def collect_aborted(lg: Log, start: int, records: bytes | bytearray | memoryview
