@@ -25,7 +25,7 @@ import logging
 import os
 import struct
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,7 +237,7 @@ def producer_batches(segment: LogSegment, position: int = 0) -> Iterator[tuple[i
 
 
 def replay_producer_state(
-    segments: list[LogSegment], producers: ProducerStateManager, start: int, end: int
+    segments: Sequence[LogSegment], producers: ProducerStateManager, start: int, end: int
 ) -> None:
     """Feed producer state the batches in [start, end), headers only."""
     if start >= end:
@@ -268,7 +268,7 @@ def replay_producer_state(
 
 
 def rebuild_producer_state(
-    segments: list[LogSegment],
+    segments: Sequence[LogSegment],
     producers: ProducerStateManager,
     log_start_offset: int,
     log_end_offset: int,
