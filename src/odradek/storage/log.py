@@ -410,15 +410,14 @@ class Log:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{start}, {leo}] of {self.topic}-{self.partition}"
             )
-        empty = ReadResult(b"", offset, start, leo, self._high_watermark)
-        if offset == leo or (max_offset is not None and offset >= max_offset):
-            return empty
-        try:
-            data = self._local.read(offset, max_bytes, max_offset, min_one_batch)
-        except OSError as exc:
-            raise self._io_failed("read", exc) from exc
+        data = None
+        if offset != leo and (max_offset is None or offset < max_offset):
+            try:
+                data = self._local.read(offset, max_bytes, max_offset, min_one_batch)
+            except OSError as exc:
+                raise self._io_failed("read", exc) from exc
         if data is None:
-            return empty
+            return ReadResult(b"", offset, start, leo, self._high_watermark)
         return ReadResult(
             data.records, data.first_offset, start, leo, self._high_watermark,
             data.segment_base_offset, data.position,
