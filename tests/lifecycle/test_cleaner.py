@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 
 from odradek.protocol.errors import InvalidRecord
 from odradek.protocol.records import encode_control_batch
+from odradek.storage.local_log import LocalLog
 from odradek.storage.log import Log
 from tests.lifecycle.helpers import (
     Clock,
@@ -264,12 +265,12 @@ def test_a_swap_cut_short_by_a_crash_is_completed_by_the_loader(
     other = Log.open(tmp_path / "copy" / "t-0", config, clock_ms=clock)
     other.high_watermark = other.log_end_offset
 
-    def crash(self: Log, _segments: object) -> None:
+    def crash(self: LocalLog, _segments: object) -> None:
         assert any(p.name.endswith(".log.swap") for p in self.directory.iterdir())
         shutil.copytree(self.directory, tmp_path / "crashed" / "t-0")
         raise RuntimeError("power cut")
 
-    monkeypatch.setattr(Log, "_delete_later", crash)
+    monkeypatch.setattr(LocalLog, "_delete_later", crash)
     with pytest.raises(RuntimeError, match="power cut"):
         clean_once(other, clock)
     monkeypatch.undo()

@@ -7,8 +7,11 @@ import struct
 import time
 from collections.abc import Sequence
 
-import crc32c
 import pytest
+from batch_bytes import raw_batch as _raw_batch
+from batch_bytes import record_bytes as _record
+from batch_bytes import restamp as _restamp
+from batch_bytes import zigzag as _zigzag
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka import codec as kafka_codec
@@ -410,33 +413,6 @@ def test_recompress_refuses_a_corrupt_batch() -> None:
 
 
 # ---------------------------------------------------------------------------- malformed
-
-
-def _zigzag(n: int) -> bytes:
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _raw_batch(body: bytes, count: int, attributes: int = 0) -> bytes:
-    """A batch whose records section is `body` as given, with a valid CRC."""
-    fields = (0, 49 + len(body), -1, 2, 0, attributes, max(count - 1, 0), 0, 0, -1, -1, -1, count)
-    buf = bytearray(struct.pack(">qiibIhiqqqhii", *fields) + body)
-    return _restamp(buf)
-
-
-def _restamp(buf: bytearray) -> bytes:
-    struct.pack_into(">I", buf, 17, crc32c.crc32c(bytes(buf[21:])))
-    return bytes(buf)
-
-
-def _record(*fields: bytes) -> bytes:
-    inner = b"".join(fields)
-    return _zigzag(len(inner)) + inner
 
 
 GOOD = _record(b"\x00", _zigzag(0), _zigzag(0), _zigzag(1), b"k", _zigzag(1), b"v", _zigzag(0))

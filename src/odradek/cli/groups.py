@@ -9,8 +9,6 @@ from __future__ import annotations
 import csv
 import datetime
 import re
-import socket
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -333,22 +331,6 @@ def _offset_delete(bootstrap: str, group: str, tps: list[tuple[str, int]]
 
 
 def _call(host: str, port: int, api_key: int, version: int, body: Any) -> Any:
-    from odradek.protocol.messages import decode_response, encode_request, response_class
+    from odradek.cli.raw_call import call
 
-    with socket.create_connection((host, port), timeout=TIMEOUT_S) as s:
-        s.sendall(encode_request(api_key, version, 1, "odradek-groups", body))
-        size = struct.unpack(">i", _read(s, 4))[0]
-        frame = _read(s, size)
-    offset = 4 + (1 if response_class(api_key, version).__header_schema__.__flexible__ else 0)
-    return decode_response(api_key, version, frame, offset)
-
-
-def _read(s: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = s.recv(n)
-        if not chunk:
-            raise OSError("connection closed by the broker")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+    return call((host, port), api_key, version, body, "odradek-groups")

@@ -17,7 +17,6 @@ Columns are Kafka's, so scripts written for kafka-transactions.sh read them.
 
 from __future__ import annotations
 
-import socket
 import struct
 import time
 from dataclasses import dataclass
@@ -39,35 +38,22 @@ DEFAULT_MAX_TIMEOUT_MIN = 15  # transaction.max.timeout.ms's default, in minutes
 # ---------------------------------------------------------------------------- the wire
 
 
-def _read(s: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n:
-        chunk = s.recv(n)
-        if not chunk:
-            raise OSError("connection closed by the broker")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
-
-
 def call(address: tuple[str, int], api_key: int, version: int, **fields: Any) -> Any:
     """Send one request built from keyword fields; the decoded response."""
-    from odradek.protocol.messages import decode_response, response_class
+    from odradek.cli.raw_call import call as raw_call
+    from odradek.protocol.messages import request_class
 
-    frame = call_raw(address, api_key, version, **fields)
-    offset = 4 + (1 if response_class(api_key, version).__header_schema__.__flexible__ else 0)
-    return decode_response(api_key, version, frame, offset)
+    body = request_class(api_key, version)(**fields)
+    return raw_call(address, api_key, version, body, "odradek-transactions")
 
 
 def call_raw(address: tuple[str, int], api_key: int, version: int, **fields: Any) -> bytes:
     """The response frame (correlation id onwards) of one request."""
-    from odradek.protocol.messages import encode_request, request_class
+    from odradek.cli import raw_call
+    from odradek.protocol.messages import request_class
 
     body = request_class(api_key, version)(**fields)
-    with socket.create_connection(address, timeout=TIMEOUT_S) as s:
-        s.sendall(encode_request(api_key, version, 1, "odradek-transactions", body))
-        size = struct.unpack(">i", _read(s, 4))[0]
-        return _read(s, size)
+    return raw_call.call_raw(address, api_key, version, body, "odradek-transactions")[1]
 
 
 @dataclass(frozen=True)
@@ -119,9 +105,10 @@ def describe_transactions(address: tuple[str, int],
                           transactional_ids: tuple[str, ...]) -> list[TxnDescription]:
     """DescribeTransactions v0, read by hand: its start time is -1 when no transaction
     is open, as Kafka sends it, and kio's reader refuses negative timestamps."""
+    from odradek.protocol.client_framing import response_body_offset
+
     frame = call_raw(address, DESCRIBE_TRANSACTIONS, 0, transactional_ids=transactional_ids)
-    r = _Reader(frame, 4)
-    r.skip_tags()  # response header
+    r = _Reader(frame, response_body_offset(DESCRIBE_TRANSACTIONS, 0, frame))
     r.fixed(">i")  # throttle time
     out = []
     for _ in range(r.uvarint() - 1):

@@ -33,6 +33,18 @@ def peek_ids(frame: bytes | bytearray | memoryview) -> tuple[int, int, int]:
     return api_key, api_version, correlation_id
 
 
+def skip_tagged_fields(buf: bytes | bytearray | memoryview, pos: int) -> int:
+    """The position after a tagged-field section (a header's, in flexible versions)."""
+    count, n = read_unsigned_varint(buf, pos)
+    pos += n
+    for _ in range(count):
+        _tag, n = read_unsigned_varint(buf, pos)
+        pos += n
+        size, n = read_unsigned_varint(buf, pos)
+        pos += n + size
+    return pos
+
+
 def read_request_header(
     frame: bytes | memoryview, flexible: bool
 ) -> tuple[RequestHeader, int]:
@@ -50,13 +62,7 @@ def read_request_header(
             client_id = bytes(frame[pos : pos + client_len]).decode("utf-8", "replace")
             pos += client_len
         if flexible:
-            count, n = read_unsigned_varint(frame, pos)
-            pos += n
-            for _ in range(count):
-                _tag, n = read_unsigned_varint(frame, pos)
-                pos += n
-                size, n = read_unsigned_varint(frame, pos)
-                pos += n + size
+            pos = skip_tagged_fields(frame, pos)
         if pos > len(frame):
             raise InvalidRequest("request header truncated")
     except (struct.error, ValueError, IndexError) as e:

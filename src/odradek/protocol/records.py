@@ -3,12 +3,8 @@
 The broker's produce and fetch paths never come here (they only touch the 61-byte
 header, see `batch.py`); this serves the log cleaner, transactions, tools and tests.
 
-A record, after the batch header (and after decompression of the records section):
-    length varint · attributes i8 · timestampDelta varlong · offsetDelta varint ·
-    keyLength varint (-1 null) · key · valueLength varint (-1 null) · value ·
-    headerCount varint · headers (keyLength varint · utf-8 key ·
-    valueLength varint (-1 null) · value)…
-Varints are zig-zag encoded, as in protobuf.
+The record layout and the parser of records live in `record_reader.py`; the batch
+header's layout in `batch.py`.
 """
 
 from __future__ import annotations
@@ -20,18 +16,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import crc32c
-from kio.serial.errors import DecodeError
-from kio.serial.readers import read_signed_varint as _varint
-from kio.serial.readers import read_signed_varlong as _varlong
 
 from odradek.protocol.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_DELETE_HORIZON,
-    ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_V2,
@@ -45,8 +38,9 @@ from odradek.protocol.batch import (
     iter_headers,
     read_header,
 )
-from odradek.protocol.compression import compress, compression_type, decompress
+from odradek.protocol.compression import compress, compression_type
 from odradek.protocol.errors import CorruptMessage
+from odradek.protocol.record_reader import Header, Record, decode_records, records_section
 
 __all__ = [
     "ControlType",
@@ -64,16 +58,11 @@ __all__ = [
 ]
 
 Bytes = bytes | bytearray | memoryview
-Header = tuple[str, bytes | None]
 
-_HEADER = struct.Struct(">qiibIhiqqqhii")
 _U32 = struct.Struct(">I")
-_CONTROL_KEY = struct.Struct(">hh")
-_TXN_MARKER_VALUE = struct.Struct(">hi")
+CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type
+TXN_MARKER_VALUE = struct.Struct(">hi")  # a transaction marker's value: version, coordinator epoch
 
-# length, attributes, timestampDelta, offsetDelta, keyLength, valueLength, headerCount:
-# one byte each at least, so a records section cannot hold more records than this allows.
-_MIN_RECORD_SIZE = 7
 _INT32_MAX = (1 << 31) - 1
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -84,22 +73,6 @@ class ControlType(enum.IntEnum):
 
     ABORT = 0
     COMMIT = 1
-
-
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A decoded record. `offset` and `timestamp` are absolute, not deltas.
-
-    `attributes` is the record's own attribute byte as 0..255 (unused by Kafka, kept so a
-    rewrite reproduces it), not the batch's.
-    """
-
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: tuple[Header, ...] = ()
-    attributes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,139 +129,6 @@ class RecordBatch:
 # ---------------------------------------------------------------------------- decoding
 
 
-def _decode_records(body: bytes, count: int, header: BatchHeader) -> list[Record]:
-    # Varints in their one-byte form (most lengths and small deltas) are decoded inline
-    # and longer ones by kio's native reader: measured faster than either alone.
-    base_offset = header.base_offset
-    base_timestamp = header.base_timestamp
-    log_append_time = header.max_timestamp if header.attributes & ATTR_TIMESTAMP_TYPE else None
-    end = len(body)
-    records: list[Record] = []
-    append = records.append
-    pos = 0
-    for _ in range(count):
-        b = body[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            length, n = _varint(body, pos)
-            pos += n
-        if length < _MIN_RECORD_SIZE - 1 or length > end - pos:
-            raise CorruptMessage(f"record length {length} out of bounds at {pos}")
-        record_end = pos + length
-        attributes = body[pos]
-        b = body[pos + 1]
-        if b < 0x80:
-            timestamp_delta = (b >> 1) ^ -(b & 1)
-            pos += 2
-        else:
-            timestamp_delta, n = _varlong(body, pos + 1)
-            pos += n + 1
-        b = body[pos]
-        if b < 0x80:
-            offset_delta = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            offset_delta, n = _varint(body, pos)
-            pos += n
-        b = body[pos]
-        if b < 0x80:
-            size = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            size, n = _varint(body, pos)
-            pos += n
-        if size >= 0:
-            key: bytes | None = body[pos : pos + size]
-            pos += size
-        elif size == -1:
-            key = None
-        else:
-            raise CorruptMessage(f"negative key length {size}")
-        b = body[pos]
-        if b < 0x80:
-            size = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            size, n = _varint(body, pos)
-            pos += n
-        if size >= 0:
-            value: bytes | None = body[pos : pos + size]
-            pos += size
-        elif size == -1:
-            value = None
-        else:
-            raise CorruptMessage(f"negative value length {size}")
-        b = body[pos]
-        headers: tuple[Header, ...] = ()
-        if b:  # zig-zag 0, no headers: by far the most common case
-            headers = _decode_headers(body, pos, record_end)
-            pos = record_end
-        else:
-            pos += 1
-        # Lengths above were not checked against the record's end: a field that runs
-        # past it leaves pos elsewhere than at record_end, which this catches.
-        if pos != record_end:
-            raise CorruptMessage(
-                f"record at offset delta {offset_delta} declares {length} bytes "
-                f"but its fields take {pos - record_end + length}"
-            )
-        append(
-            Record(
-                base_offset + offset_delta,
-                base_timestamp + timestamp_delta if log_append_time is None else log_append_time,
-                key,
-                value,
-                headers,
-                attributes,
-            )
-        )
-    if pos != end:
-        raise CorruptMessage(f"{end - pos} bytes left after the batch's {count} records")
-    return records
-
-
-def _decode_headers(body: bytes, pos: int, end: int) -> tuple[Header, ...]:
-    count, n = _varint(body, pos)
-    pos += n
-    # Each header takes two bytes at least, which bounds a corrupt count.
-    if count < 0 or count > (end - pos) // 2:
-        raise CorruptMessage(f"record header count {count} out of bounds")
-    headers: list[Header] = []
-    for _ in range(count):
-        size, n = _varint(body, pos)
-        pos += n
-        if size < 0:
-            raise CorruptMessage(f"negative record header key length {size}")
-        name = body[pos : pos + size].decode()
-        pos += size
-        size, n = _varint(body, pos)
-        pos += n
-        if size >= 0:
-            value: bytes | None = body[pos : pos + size]
-            pos += size
-        elif size == -1:
-            value = None
-        else:
-            raise CorruptMessage(f"negative record header value length {size}")
-        headers.append((name, value))
-    if pos != end:
-        raise CorruptMessage("record headers do not end where the record does")
-    return tuple(headers)
-
-
-def _records_section(header: BatchHeader, view: memoryview) -> bytes:
-    """The batch's records section, decompressed."""
-    codec = compression_type(header.attributes & ATTR_COMPRESSION_MASK)
-    raw = view[HEADER_SIZE:]
-    # Java returns no records for a count of 0 without decompressing, so an empty
-    # section under a compression bit is a valid empty batch.
-    if header.records_count == 0 and not raw:
-        return b""
-    return decompress(codec, raw)
-
-
 def _checked_view(buf: Bytes, pos: int, header: BatchHeader, verify_crc: bool) -> memoryview:
     end = pos + header.size
     if end > len(buf):
@@ -314,19 +154,11 @@ def decode_batch(buf: Bytes, pos: int = 0, *, verify_crc: bool = True) -> Record
     """
     header = read_header(buf, pos)
     view = _checked_view(buf, pos, header, verify_crc)
-    count = header.records_count
-    body = _records_section(header, view)
-    if count < 0 or count > len(body) // _MIN_RECORD_SIZE:
-        raise CorruptMessage(f"record count {count} does not fit in {len(body)} bytes")
-    try:
-        records = _decode_records(body, count, header)
-    except UnicodeDecodeError as exc:
-        raise CorruptMessage(f"record header key is not utf-8: {exc}") from None
-    except (IndexError, ValueError, DecodeError) as exc:
-        # Reading past the section's end, or a varint longer than 5 (10) bytes.
-        raise CorruptMessage(
-            f"record batch at offset {header.base_offset} has a malformed record: {exc}"
-        ) from None
+    body = records_section(view, header.attributes, header.records_count)
+    records = decode_records(
+        body, header.records_count, header.base_offset, header.base_timestamp,
+        header.attributes, header.max_timestamp,
+    )  # fmt: skip
     return RecordBatch(header, records)
 
 
@@ -390,7 +222,7 @@ def _assemble(header: BatchHeader, body: bytes | bytearray) -> bytes:
     buf = bytearray(HEADER_SIZE)
     h = header
     try:
-        _HEADER.pack_into(
+        HEADER.pack_into(
             buf, 0, h.base_offset, HEADER_SIZE - LOG_OVERHEAD + len(body),
             h.partition_leader_epoch, MAGIC_V2, 0, h.attributes, h.last_offset_delta,
             h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch,
@@ -559,8 +391,8 @@ def encode_control_batch(
     (version 0, coordinator epoch), in a transactional control batch."""
     marker = ControlType.COMMIT if commit else ControlType.ABORT
     record = NewRecord(
-        key=_CONTROL_KEY.pack(0, marker),
-        value=_TXN_MARKER_VALUE.pack(0, coordinator_epoch),
+        key=CONTROL_KEY.pack(0, marker),
+        value=TXN_MARKER_VALUE.pack(0, coordinator_epoch),
         timestamp=timestamp,
     )
     return encode_batch(
@@ -580,18 +412,18 @@ def read_control_record(record: Record) -> tuple[ControlType, int]:
     Higher key/value versions are read by their version-0 prefix, as Java does.
     """
     key, value = record.key, record.value
-    if key is None or len(key) < _CONTROL_KEY.size:
+    if key is None or len(key) < CONTROL_KEY.size:
         raise CorruptMessage("control record key is shorter than version and type")
-    version, type_id = _CONTROL_KEY.unpack_from(key)
+    version, type_id = CONTROL_KEY.unpack_from(key)
     if version < 0:
         raise CorruptMessage(f"control record key has negative version {version}")
     try:
         marker = ControlType(type_id)
     except ValueError:
         raise CorruptMessage(f"control record type {type_id} is not a transaction marker") from None
-    if value is None or len(value) < _TXN_MARKER_VALUE.size:
+    if value is None or len(value) < TXN_MARKER_VALUE.size:
         raise CorruptMessage("transaction marker value is shorter than version and epoch")
-    version, coordinator_epoch = _TXN_MARKER_VALUE.unpack_from(value)
+    version, coordinator_epoch = TXN_MARKER_VALUE.unpack_from(value)
     if version < 0:
         raise CorruptMessage(f"transaction marker value has negative version {version}")
     return marker, coordinator_epoch
@@ -613,6 +445,6 @@ def recompress(batch: Bytes, codec: Compression, level: int | None = None) -> by
     target = compression_type(codec)
     if header.attributes & ATTR_COMPRESSION_MASK == target:
         return bytes(view)
-    body = _records_section(header, view)
+    body = records_section(view, header.attributes, header.records_count)
     attributes = (header.attributes & ~ATTR_COMPRESSION_MASK) | target
     return _assemble(replace(header, attributes=attributes), compress(target, body, level))

@@ -1,20 +1,23 @@
 """A follower's connection to a leader: Kafka requests over one TCP stream.
 
 One request in flight at a time (a fetcher waits for each answer before the next), so
-responses are matched by order and checked by correlation id. Requests are small and
-built with kio; responses are decoded by kio, whose native reader hands the records
-out as bytes without looking inside them.
+responses are matched by order and checked by correlation id. The framing is
+protocol/client_framing.py's (requests built with kio; responses decoded by kio, whose
+native reader hands the records out as bytes without looking inside them).
 """
 
 from __future__ import annotations
 
 import asyncio
-import struct
 from typing import Any
 
-from odradek.protocol.messages import decode_response, encode_request, response_class
-
-_I32 = struct.Struct(">i")
+from odradek.protocol.client_framing import (
+    SIZE_PREFIX,
+    ClientFraming,
+    CorrelationMismatch,
+    decode_response,
+    frame_size,
+)
 
 
 class BrokerChannel:
@@ -25,7 +28,7 @@ class BrokerChannel:
         self.timeout_s = timeout_s
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
-        self._correlation_id = 0
+        self._framing = ClientFraming(client_id)
 
     @property
     def connected(self) -> bool:
@@ -47,25 +50,20 @@ class BrokerChannel:
         if not self.connected:
             await self.connect()
         assert self._reader is not None and self._writer is not None
-        self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
-        correlation_id = self._correlation_id
+        correlation_id, request = self._framing.request(api_key, version, body)
         try:
-            self._writer.write(
-                encode_request(api_key, version, correlation_id, self.client_id, body))
+            self._writer.write(request)
             frame = await asyncio.wait_for(self._read_frame(), self.timeout_s + extra_wait_s)
         except BaseException:
             self.close()
             raise
-        (got,) = _I32.unpack_from(frame, 0)
-        if got != correlation_id:
+        try:
+            return decode_response(api_key, version, frame, correlation_id)
+        except CorrelationMismatch:
             self.close()
-            raise ConnectionError(f"correlation id {got} != {correlation_id}")
-        offset = 4
-        if response_class(api_key, version).__header_schema__.__flexible__:
-            offset += 1  # the response header's (empty) tagged fields
-        return decode_response(api_key, version, frame, offset)
+            raise
 
     async def _read_frame(self) -> bytes:
         assert self._reader is not None
-        (size,) = _I32.unpack(await self._reader.readexactly(4))
+        size = frame_size(await self._reader.readexactly(SIZE_PREFIX))
         return await self._reader.readexactly(size)

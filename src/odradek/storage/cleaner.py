@@ -44,13 +44,26 @@ from odradek.protocol.batch import (
     ATTR_DELETE_HORIZON,
     ATTR_TIMESTAMP_TYPE,
     ATTR_TRANSACTIONAL,
+    F_ATTRS,
+    F_BASE_OFFSET,
+    F_BASE_SEQ,
+    F_BASE_TS,
+    F_COUNT,
+    F_EPOCH,
+    F_LAST_DELTA,
+    F_MAX_TS,
+    F_PEPOCH,
+    F_PID,
     HEADER_SIZE,
+    MAX_TIMESTAMP_OFFSET,
     Compression,
+    HeaderFields,
     TimestampType,
 )
+from odradek.protocol.record_reader import record_keys
 from odradek.protocol.records import Record, decode_batch, encode_batch, encode_empty_batch
 from odradek.storage.checkpoints import TopicPartition
-from odradek.storage.cleaner_records import group_segments_by_size, read_batches, record_keys
+from odradek.storage.cleaner_records import group_segments_by_size, read_batches
 from odradek.storage.cleaner_txn import (
     AbortedTxn,
     CleanedTransactionMetadata,
@@ -62,21 +75,10 @@ from odradek.storage.log import Log
 from odradek.storage.offset_map import OffsetMap
 from odradek.storage.segment import (
     CLEANED_SUFFIX,
-    F_ATTRS,
-    F_BASE_OFFSET,
-    F_BASE_SEQ,
-    F_BASE_TS,
-    F_COUNT,
-    F_EPOCH,
-    F_LAST_DELTA,
-    F_MAX_TS,
-    F_PEPOCH,
-    F_PID,
     INDEX_SUFFIX,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     BatchInfo,
-    Header,
     LogSegment,
     segment_file,
 )
@@ -84,7 +86,6 @@ from odradek.storage.segment import (
 log = logging.getLogger(__name__)
 
 _MAX_TS = struct.Struct(">q")
-_MAX_TS_AT = 35
 
 Owner = Callable[[Callable[[], bool]], bool]
 """Runs a function on the log's owner thread and returns its result."""
@@ -356,7 +357,7 @@ class Cleaner:
                              suffix=CLEANED_SUFFIX)
         try:
             out = _Output(cleaned, self.io_buffer_size)
-            dropped_last: Header | None = None
+            dropped_last: HeaderFields | None = None
             for seg in group:
                 for _pos, view, h in read_batches(seg, 0, self.io_buffer_size):
                     self.check_done(tp)
@@ -369,7 +370,7 @@ class Cleaner:
                         dropped_last = h
                         continue
                     dropped_last = None
-                    max_ts = _MAX_TS.unpack_from(kept, _MAX_TS_AT)[0]
+                    max_ts = _MAX_TS.unpack_from(kept, MAX_TIMESTAMP_OFFSET)[0]
                     out.add(kept, last, max_ts)
             if dropped_last is not None:
                 # The group's end stays visible (see the module docstring).
@@ -409,7 +410,7 @@ class Cleaner:
     def _filter_batch(
         self,
         view: memoryview,
-        h: Header,
+        h: HeaderFields,
         txn: CleanedTransactionMetadata,
         last_records: dict[int, LastRecord],
         now: int,
@@ -523,7 +524,7 @@ class Cleaner:
 
 
 def _is_last_of_producer(
-    h: Header, last: int, control: bool, last_records: dict[int, LastRecord]
+    h: HeaderFields, last: int, control: bool, last_records: dict[int, LastRecord]
 ) -> bool:
     """Kafka's isBatchLastRecordOfProducer: the batch holding a live producer's last
     sequence, or its last marker when its last write was one (it carries the epoch)."""
@@ -535,7 +536,7 @@ def _is_last_of_producer(
     return control and h[F_PEPOCH] == record.producer_epoch
 
 
-def _empty_like(h: Header, *, with_producer: bool) -> bytes:
+def _empty_like(h: HeaderFields, *, with_producer: bool) -> bytes:
     attrs = h[F_ATTRS]
     ts_type = (TimestampType.LOG_APPEND_TIME if attrs & ATTR_TIMESTAMP_TYPE
                else TimestampType.CREATE_TIME)

@@ -21,17 +21,21 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from odradek.protocol.batch import ATTR_CONTROL, ATTR_TRANSACTIONAL, LOG_OVERHEAD
-from odradek.protocol.errors import CorruptMessage
-from odradek.protocol.records import ControlType, Record, decode_batch, read_control_record
-from odradek.storage.segment import (
+from odradek.protocol.batch import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
     F_ATTRS,
     F_BASE_OFFSET,
     F_COUNT,
     F_LAST_DELTA,
     F_LENGTH,
     F_PID,
-    Header,
+    LOG_OVERHEAD,
+    HeaderFields,
+)
+from odradek.protocol.errors import CorruptMessage
+from odradek.protocol.records import ControlType, Record, decode_batch, read_control_record
+from odradek.storage.segment import (
     LogSegment,
 )
 
@@ -43,7 +47,7 @@ class AbortedTxn:
     last_offset: int  # the ABORT marker's offset
 
 
-def control_type(segment: LogSegment, position: int, h: Header) -> ControlType | None:
+def control_type(segment: LogSegment, position: int, h: HeaderFields) -> ControlType | None:
     """The marker type of a control batch; None for an emptied one or an unknown type."""
     if h[F_COUNT] == 0:
         return None

@@ -42,6 +42,8 @@ from odradek.storage.dump_batches import (
     slice_batches,
     timestamp_type,
 )
+from odradek.storage.index import OFFSET_ENTRY, TIME_ENTRY
+from odradek.storage.producer_state import SNAPSHOT_ENTRY
 
 __all__ = [
     "Decoder",
@@ -56,11 +58,10 @@ DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 KRAFT_BOOTSTRAP_SNAPSHOT = "bootstrap.checkpoint"
 
-_OFFSET_ENTRY = struct.Struct(">ii")  # relative offset, position
-_TIME_ENTRY = struct.Struct(">qi")  # timestamp, relative offset
-_ABORTED_TXN = struct.Struct(">bxqqqq")  # Kafka reads the int16 version's first byte
+# txn_index.ENTRY's layout, but read as Kafka's tool reads it: the int16 version's
+# first byte only.
+_ABORTED_TXN = struct.Struct(">bxqqqq")
 _SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, crc, entry count
-_PRODUCER_ENTRY = struct.Struct(">qhiqiqiq")
 _LONG = re.compile(r"[+-]?[0-9]+")
 _KRAFT_SNAPSHOT = re.compile(r"([0-9]{20})-([0-9]{10})\.checkpoint")
 _JAVA_WHITESPACE = re.compile(r"[ \t\n\x0b\f\r]+")
@@ -264,26 +265,26 @@ def _dump_log(path: Path, options: DumpOptions, problems: DumpProblems) -> Itera
 def _dump_index(path: Path, options: DumpOptions, problems: DumpProblems) -> Iterator[str]:
     base = _base_offset(path)
     with File(_sibling(path, ".log")) as log, File(path) as index:
-        entries = index.size // _OFFSET_ENTRY.size
+        entries = index.size // OFFSET_ENTRY.size
         if entries == 0:
             yield f"{path} is empty."
             return
-        data = index.read(0, entries * _OFFSET_ENTRY.size)
+        data = index.read(0, entries * OFFSET_ENTRY.size)
         if options.index_sanity_check:
-            last = base + _OFFSET_ENTRY.unpack_from(data, len(data) - _OFFSET_ENTRY.size)[0]
+            last = base + OFFSET_ENTRY.unpack_from(data, len(data) - OFFSET_ENTRY.size)[0]
             if last < base:
                 raise DumpError(
                     f"Corrupt index found, index file {_absolute(path)} has non-zero size "
                     f"but the last offset is {last} which is less than the base offset {base}"
                 )
-            if index.size % _OFFSET_ENTRY.size:
+            if index.size % OFFSET_ENTRY.size:
                 raise DumpError(
                     f"Index file {_absolute(path)} is corrupt, found {index.size} bytes which "
-                    f"is neither positive nor a multiple of {_OFFSET_ENTRY.size}"
+                    f"is neither positive nor a multiple of {OFFSET_ENTRY.size}"
                 )
             yield f"{path} passed sanity check."
             return
-        for i, (relative, position) in enumerate(_OFFSET_ENTRY.iter_unpack(data)):
+        for i, (relative, position) in enumerate(OFFSET_ENTRY.iter_unpack(data)):
             offset = base + relative
             # A sparse file after a crash has zero entries at its end: stop at one.
             if offset == base and i > 0:
@@ -301,15 +302,15 @@ def _dump_index(path: Path, options: DumpOptions, problems: DumpProblems) -> Ite
 
 def _lookup(index: bytes, base: int, target: int) -> int:
     """OffsetIndex.lookup: the position of the largest entry at or below `target`."""
-    entries = len(index) // _OFFSET_ENTRY.size
+    entries = len(index) // OFFSET_ENTRY.size
 
     def key(slot: int) -> int:
-        return base + int(_OFFSET_ENTRY.unpack_from(index, slot * _OFFSET_ENTRY.size)[0])
+        return base + int(OFFSET_ENTRY.unpack_from(index, slot * OFFSET_ENTRY.size)[0])
 
     if entries == 0:
         return 0
     # Kafka searches the last 8 KB of entries first (they stay in the page cache).
-    first_hot = max(0, entries - 1 - 8192 // _OFFSET_ENTRY.size)
+    first_hot = max(0, entries - 1 - 8192 // OFFSET_ENTRY.size)
     if key(first_hot) < target:
         lo, hi = first_hot, entries - 1
     elif key(0) > target:
@@ -325,7 +326,7 @@ def _lookup(index: bytes, base: int, target: int) -> int:
             lo = mid
         else:
             lo = hi = mid
-    return int(_OFFSET_ENTRY.unpack_from(index, lo * _OFFSET_ENTRY.size)[1])
+    return int(OFFSET_ENTRY.unpack_from(index, lo * OFFSET_ENTRY.size)[1])
 
 
 def _dump_time_index(path: Path, options: DumpOptions, problems: DumpProblems) -> Iterator[str]:
@@ -336,10 +337,10 @@ def _dump_time_index(path: Path, options: DumpOptions, problems: DumpProblems) -
         File(_sibling(path, ".index")) as offset_index,
         File(path) as time_index,
     ):
-        entries = time_index.size // _TIME_ENTRY.size
-        data = time_index.read(0, entries * _TIME_ENTRY.size)
-        index = offset_index.read(0, offset_index.size - offset_index.size % _OFFSET_ENTRY.size)
-        pairs = [(ts, base + rel) for ts, rel in _TIME_ENTRY.iter_unpack(data)]
+        entries = time_index.size // TIME_ENTRY.size
+        data = time_index.read(0, entries * TIME_ENTRY.size)
+        index = offset_index.read(0, offset_index.size - offset_index.size % OFFSET_ENTRY.size)
+        pairs = [(ts, base + rel) for ts, rel in TIME_ENTRY.iter_unpack(data)]
         if options.index_sanity_check:
             _time_index_sanity_check(pairs, base, name, time_index.size)
             yield f"{path} passed sanity check."
@@ -382,10 +383,10 @@ def _time_index_sanity_check(pairs: list[tuple[int, int]], base: int, name: str,
             f"Corrupt time index found, time index file ({name}) has non-zero size but the "
             f"last offset is {pairs[-1][1]} which is less than the first offset {base}"
         )
-    if size % _TIME_ENTRY.size:
+    if size % TIME_ENTRY.size:
         raise DumpError(
             f"Time index file {name} is corrupt, found {size} bytes which is neither "
-            f"positive nor a multiple of {_TIME_ENTRY.size}"
+            f"positive nor a multiple of {TIME_ENTRY.size}"
         )
 
 
@@ -437,7 +438,7 @@ def _dump_producer_snapshot(path: Path) -> Iterator[str]:
             "Snapshot failed schema validation: Tried to allocate a collection of size "
             f"{count}, but there are only {remaining} bytes remaining."
         )
-    if count * _PRODUCER_ENTRY.size > remaining:
+    if count * SNAPSHOT_ENTRY.size > remaining:
         raise FileSkipped("Snapshot failed schema validation: null")
     computed = crc32c.crc32c(data[6:])
     if crc != computed:
@@ -445,8 +446,8 @@ def _dump_producer_snapshot(path: Path) -> Iterator[str]:
             f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. "
             f"Computed crc: {computed}"
         )
-    entries = data[_SNAPSHOT_HEAD.size : _SNAPSHOT_HEAD.size + count * _PRODUCER_ENTRY.size]
-    for entry in _PRODUCER_ENTRY.iter_unpack(entries):
+    entries = data[_SNAPSHOT_HEAD.size : _SNAPSHOT_HEAD.size + count * SNAPSHOT_ENTRY.size]
+    for entry in SNAPSHOT_ENTRY.iter_unpack(entries):
         (producer_id, epoch, last_sequence, last_offset, offset_delta, timestamp,
          coordinator_epoch, txn_first_offset) = entry  # fmt: skip
         first = "OptionalLong.empty"

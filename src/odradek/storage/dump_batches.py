@@ -20,9 +20,21 @@ from pathlib import Path
 
 import crc32c
 
+from odradek.protocol.batch import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
+    ATTR_DELETE_HORIZON,
+    ATTR_TIMESTAMP_TYPE,
+    ATTR_TRANSACTIONAL,
+    ATTRIBUTES_OFFSET,
+    HEADER,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    RECORDS_COUNT_OFFSET,
+)
 from odradek.protocol.compression import decompress
 from odradek.protocol.errors import KafkaError
-from odradek.protocol.records import decode_batch
+from odradek.protocol.records import CONTROL_KEY, TXN_MARKER_VALUE, decode_batch
 from odradek.storage import dump_decoders
 
 __all__ = [
@@ -42,10 +54,9 @@ __all__ = [
 
 INT32_MAX = (1 << 31) - 1
 
-# FileLogInputStream's first read: offset, size, partitionLeaderEpoch (or crc), magic.
+# FileLogInputStream's first read, the same for every magic: offset, size,
+# partitionLeaderEpoch (v2) or crc (v0/v1), magic.
 _LOG_HEAD = struct.Struct(">qiib")
-_LOG_OVERHEAD = 12
-_V2_HEADER = struct.Struct(">qiibIhiqqqhii")
 _LEGACY_MIN_SIZE = 14  # LegacyRecord.RECORD_OVERHEAD_V0: the smallest size Kafka accepts
 _LEGACY_HEAD = struct.Struct(">Ibb")  # crc, magic, attributes
 _I16 = struct.Struct(">h")
@@ -110,14 +121,16 @@ def increment_sequence(sequence: int, increment: int) -> int:
 def timestamp_type(magic: int, attributes: int) -> str:
     if magic == 0:
         return "NoTimestampType"
-    return "LogAppendTime" if attributes & 0x08 else "CreateTime"
+    return "LogAppendTime" if attributes & ATTR_TIMESTAMP_TYPE else "CreateTime"
 
 
 def _codec(attributes: int) -> str:
     try:
-        return _CODECS[attributes & 0x07]
+        return _CODECS[attributes & ATTR_COMPRESSION_MASK]
     except KeyError:
-        raise DumpError(f"Unknown compression type id: {attributes & 0x07}") from None
+        raise DumpError(
+            f"Unknown compression type id: {attributes & ATTR_COMPRESSION_MASK}"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,19 +144,19 @@ class Batch:
     def last_offset(self) -> int:
         (offset,) = _I64.unpack_from(self.data)
         if self.magic >= 2:
-            (delta,) = _I32.unpack_from(self.data, 23)
+            (delta,) = _I32.unpack_from(self.data, LAST_OFFSET_DELTA_OFFSET)
             return int(offset + delta)
         return int(offset)
 
     @property
     def attributes(self) -> int:
         if self.magic >= 2:
-            return int(_I16.unpack_from(self.data, 21)[0])
-        return int(_LEGACY_HEAD.unpack_from(self.data, _LOG_OVERHEAD)[2])
+            return int(_I16.unpack_from(self.data, ATTRIBUTES_OFFSET)[0])
+        return int(_LEGACY_HEAD.unpack_from(self.data, LOG_OVERHEAD)[2])
 
     @property
     def is_control(self) -> bool:
-        return self.magic >= 2 and bool(self.attributes & 0x20)
+        return self.magic >= 2 and bool(self.attributes & ATTR_CONTROL)
 
 
 def iter_batches(f: File, start: int, end: int) -> Iterator[Batch]:
@@ -159,11 +172,11 @@ def iter_batches(f: File, start: int, end: int) -> Iterator[Batch]:
                 f"Found record size {length} smaller than minimum record overhead "
                 f"({_LEGACY_MIN_SIZE}) in file {f.path}."
             )
-        if pos > end - _LOG_OVERHEAD - length:
+        if pos > end - LOG_OVERHEAD - length:
             return
-        size = length + _LOG_OVERHEAD
+        size = length + LOG_OVERHEAD
         # Kafka reads a v2 header as 61 bytes, whatever size the batch claims.
-        want = max(size, _V2_HEADER.size) if magic >= 2 else size
+        want = max(size, HEADER.size) if magic >= 2 else size
         data = f.read(pos, want)
         if len(data) < want:
             if len(data) < size:
@@ -189,7 +202,7 @@ def slice_batches(f: File, position: int, size: int) -> Iterator[Batch]:
 def batch_line(batch: Batch) -> str:
     """DumpLogSegments.printBatchLevel."""
     if batch.magic < 2:
-        outer = _legacy_message(batch.data, _LOG_OVERHEAD, batch.size - _LOG_OVERHEAD)
+        outer = _legacy_message(batch.data, LOG_OVERHEAD, batch.size - LOG_OVERHEAD)
         return (
             f"offset: {batch.last_offset} position: {batch.position} "
             f"{timestamp_type(batch.magic, outer.attributes)}: {outer.timestamp} "
@@ -198,16 +211,20 @@ def batch_line(batch: Batch) -> str:
         )
     (base_offset, _, leader_epoch, magic, crc, attributes, last_delta, base_timestamp,
      max_timestamp, producer_id, producer_epoch, base_sequence, count,
-     ) = _V2_HEADER.unpack_from(batch.data)  # fmt: skip
+     ) = HEADER.unpack_from(batch.data)  # fmt: skip
     last_sequence = -1 if base_sequence == -1 else increment_sequence(base_sequence, last_delta)
-    horizon = f"OptionalLong[{base_timestamp}]" if attributes & 0x40 else "OptionalLong.empty"
-    valid = batch.size >= _V2_HEADER.size and crc == crc32c.crc32c(batch.data[21 : batch.size])
+    horizon = "OptionalLong.empty"
+    if attributes & ATTR_DELETE_HORIZON:
+        horizon = f"OptionalLong[{base_timestamp}]"
+    covered = batch.data[ATTRIBUTES_OFFSET : batch.size]
+    valid = batch.size >= HEADER.size and crc == crc32c.crc32c(covered)
     return (
         f"baseOffset: {base_offset} lastOffset: {base_offset + last_delta} count: {count} "
         f"baseSequence: {base_sequence} lastSequence: {last_sequence} "
         f"producerId: {producer_id} producerEpoch: {producer_epoch} "
-        f"partitionLeaderEpoch: {leader_epoch} isTransactional: {java_bool(attributes & 0x10)} "
-        f"isControl: {java_bool(attributes & 0x20)} deleteHorizonMs: {horizon} "
+        f"partitionLeaderEpoch: {leader_epoch} "
+        f"isTransactional: {java_bool(attributes & ATTR_TRANSACTIONAL)} "
+        f"isControl: {java_bool(attributes & ATTR_CONTROL)} deleteHorizonMs: {horizon} "
         f"position: {batch.position} {timestamp_type(magic, attributes)}: {max_timestamp} "
         f"size: {batch.size} magic: {magic} compresscodec: {_codec(attributes)} "
         f"crc: {crc} isvalid: {java_bool(valid)}"
@@ -231,7 +248,7 @@ def records(batch: Batch) -> list[Shown]:
     """The batch's records, as Kafka's deep iteration yields them (the CRC unchecked)."""
     if batch.magic < 2:
         return _legacy_records(batch)
-    if _I32.unpack_from(batch.data, 57)[0] == 0:
+    if _I32.unpack_from(batch.data, RECORDS_COUNT_OFFSET)[0] == 0:
         return []  # Kafka does not look at the records section of an empty batch
     try:
         decoded = decode_batch(batch.data[: batch.size], verify_crc=False)
@@ -252,24 +269,24 @@ def records(batch: Batch) -> list[Shown]:
 def control_text(record: Shown) -> str:
     """DumpLogSegments.printControlRecord: what follows a control record's metadata."""
     key = record.key
-    if key is None or len(key) < 4:
+    if key is None or len(key) < CONTROL_KEY.size:
         raise DumpError(
             "Invalid value size found for end control record key. Must have at least 4 "
             f"bytes, but found only {0 if key is None else len(key)}"
         )
-    version, type_id = struct.unpack_from(">hh", key)
+    version, type_id = CONTROL_KEY.unpack_from(key)
     if version < 0:
         raise DumpError(
             f"Invalid version found for control record: {version}. May indicate data corruption"
         )
     if type_id in _TXN_MARKERS:
         value = record.value or b""
-        if len(value) < 6:
+        if len(value) < TXN_MARKER_VALUE.size:
             raise DumpError(
                 "Invalid value size found for end transaction marker. Must have at least 6 "
                 f"bytes, but found only {len(value)}"
             )
-        marker_version, coordinator_epoch = struct.unpack_from(">hi", value)
+        marker_version, coordinator_epoch = TXN_MARKER_VALUE.unpack_from(value)
         if marker_version < 0:
             raise DumpError(
                 f"Invalid version found for end transaction marker: {marker_version}. "
@@ -332,7 +349,7 @@ def _legacy_shown(offset: int, message: _Legacy) -> Shown:
 
 def _legacy_records(batch: Batch) -> list[Shown]:
     """AbstractLegacyRecordBatch's iterator: the message itself, or a wrapper's inner ones."""
-    outer = _legacy_message(batch.data, _LOG_OVERHEAD, batch.size - _LOG_OVERHEAD)
+    outer = _legacy_message(batch.data, LOG_OVERHEAD, batch.size - LOG_OVERHEAD)
     offset = batch.last_offset
     if outer.attributes & 0x07 == 0:
         return [_legacy_shown(offset, outer)]
@@ -346,19 +363,19 @@ def _legacy_records(batch: Batch) -> list[Shown]:
         raise DumpError(str(exc)) from None
     inner: list[tuple[int, _Legacy]] = []
     pos = 0
-    while len(data) - pos >= _LOG_OVERHEAD:
+    while len(data) - pos >= LOG_OVERHEAD:
         inner_offset, size = struct.unpack_from(">qi", data, pos)
         if size < _LEGACY_MIN_SIZE:
             raise DumpError(f"Record size {size} is less than the minimum record overhead (14)")
-        if len(data) - pos - _LOG_OVERHEAD < size:
+        if len(data) - pos - LOG_OVERHEAD < size:
             break
-        message = _legacy_message(data, pos + _LOG_OVERHEAD, size)
+        message = _legacy_message(data, pos + LOG_OVERHEAD, size)
         if batch.magic == 1 and outer.attributes & 0x08:
             # Under LogAppendTime every inner message has the wrapper's timestamp.
             message = _Legacy(message.crc, message.valid, message.attributes,
                               outer.timestamp, message.key, message.value)  # fmt: skip
         inner.append((inner_offset, message))
-        pos += _LOG_OVERHEAD + size
+        pos += LOG_OVERHEAD + size
     if not inner:
         raise DumpError("Found invalid compressed record set with no inner records")
     # v1 inner offsets are relative: the wrapper's offset is the last inner message's

@@ -25,7 +25,7 @@ import logging
 import os
 import struct
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,18 +35,6 @@ from odradek.protocol.batch import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     ATTRIBUTES_OFFSET,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-)
-from odradek.protocol.errors import CorruptMessage
-from odradek.storage.epochs import LeaderEpochFileCache
-from odradek.storage.index import INT32_MAX, NO_TIMESTAMP, CorruptIndex
-from odradek.storage.log_config import LogConfig
-from odradek.storage.producer_state import ProducerStateManager
-from odradek.storage.segment import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
     F_ATTRS,
     F_BASE_OFFSET,
     F_BASE_SEQ,
@@ -59,13 +47,27 @@ from odradek.storage.segment import (
     F_PEPOCH,
     F_PID,
     HEADER,
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    PRODUCER_ID_OFFSET,
+    HeaderFields,
+)
+from odradek.protocol.errors import CorruptMessage
+from odradek.storage.epochs import LeaderEpochFileCache
+from odradek.storage.index import INT32_MAX, NO_TIMESTAMP, CorruptIndex
+from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.segment import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
-    MIN_BATCH_LENGTH,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     TXN_INDEX_SUFFIX,
-    Header,
     LogSegment,
     segment_file,
 )
@@ -76,7 +78,6 @@ _INDEX_KINDS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _RECOVERY_CHUNK = 1 << 20
 _LENGTH = struct.Struct(">i")
 _PID = struct.Struct(">q")
-_PID_OFFSET = 43
 
 
 @dataclass(slots=True)
@@ -134,7 +135,7 @@ def recover_segment(
             if len(buf) < HEADER_SIZE:
                 reason = "a torn batch header"
                 break
-        h: Header = HEADER.unpack_from(buf, off)
+        h: HeaderFields = HEADER.unpack_from(buf, off)
         size = h[F_LENGTH] + LOG_OVERHEAD
         if h[F_MAGIC] != MAGIC_V2 or h[F_LENGTH] < MIN_BATCH_LENGTH:
             reason = "an invalid batch header"
@@ -213,7 +214,7 @@ def check_segment(segment: LogSegment) -> None:
             raise CorruptIndex(f"{offset_index.path}: {entry} points at no such batch")
 
 
-def producer_batches(segment: LogSegment, position: int = 0) -> Iterator[tuple[int, Header]]:
+def producer_batches(segment: LogSegment, position: int = 0) -> Iterator[tuple[int, HeaderFields]]:
     """Headers of the batches carrying a producer id, from `position` on.
 
     Rebuilding producer state reads every batch after the last snapshot; most carry
@@ -224,19 +225,19 @@ def producer_batches(segment: LogSegment, position: int = 0) -> Iterator[tuple[i
         buf = segment.read_batch(pos, min(_RECOVERY_CHUNK, end - pos))
         n, off = len(buf), 0
         while n - off >= HEADER_SIZE:
-            size = _LENGTH.unpack_from(buf, off + 8)[0] + LOG_OVERHEAD
+            size = _LENGTH.unpack_from(buf, off + LENGTH_OFFSET)[0] + LOG_OVERHEAD
             if size < HEADER_SIZE:
                 raise CorruptMessage(f"{segment.log_path}: no valid batch header at {pos + off}")
             if pos + off + size > end:
                 return
-            if _PID.unpack_from(buf, off + _PID_OFFSET)[0] >= 0:
+            if _PID.unpack_from(buf, off + PRODUCER_ID_OFFSET)[0] >= 0:
                 yield pos + off, HEADER.unpack_from(buf, off)
             off += size
         pos += off
 
 
 def replay_producer_state(
-    segments: list[LogSegment], producers: ProducerStateManager, start: int, end: int
+    segments: Sequence[LogSegment], producers: ProducerStateManager, start: int, end: int
 ) -> None:
     """Feed producer state the batches in [start, end), headers only."""
     if start >= end:
@@ -267,7 +268,7 @@ def replay_producer_state(
 
 
 def rebuild_producer_state(
-    segments: list[LogSegment],
+    segments: Sequence[LogSegment],
     producers: ProducerStateManager,
     log_start_offset: int,
     log_end_offset: int,

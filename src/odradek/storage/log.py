@@ -1,8 +1,13 @@
-"""`Log`: one partition — its segments, offsets, producer state and leader epochs.
+"""`Log`: one partition — offsets, producer state, leader epochs, transactions — over
+its segments.
 
-Named and shaped after Kafka's UnifiedLog/LocalLog. Offsets are assigned here,
-contiguously from the log end offset; the high watermark and last stable offset come
-from above (replication) and are only stored and honoured by `read(max_offset=…)`.
+Split as Kafka splits it: this is the UnifiedLog (the log start offset, the high
+watermark and last stable offset, producer state, leader epochs, the transaction
+indexes, validation and offset assignment); `LocalLog` (local_log.py) below it holds
+the segments and files (append, roll, read by offset or time, flush, truncate, delete).
+Offsets are assigned here, contiguously from the log end offset; the high watermark
+and last stable offset come from above (replication) and are only stored and
+honoured by `read(max_offset=…)`.
 
 Threading: one thread (the broker's event loop, "the owner") appends, reads, truncates
 and changes the segment list (retention deletes, the cleaner's swap); `flush` may run in
@@ -21,20 +26,19 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from odradek.protocol.batch import BatchHeader
 from odradek.protocol.errors import (
     KafkaStorageError,
     OffsetOutOfRange,
     RecordListTooLarge,
 )
-from odradek.storage import log_changes, transactions
-from odradek.storage.checkpoints import fsync_dir
-from odradek.storage.deleter import DelayedDeleter
+from odradek.storage import transactions
 from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
-from odradek.storage.loader import LogLoader
+from odradek.storage.loader import LogLoader, rebuild_producer_state
+from odradek.storage.local_log import LocalLog
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_types import AppendInfo, ReadResult, parse_topic_partition
 from odradek.storage.log_types import now_ms as _now_ms
@@ -43,16 +47,8 @@ from odradek.storage.producer_state import (
     AppendOrigin,
     ProducerStateManager,
 )
-from odradek.storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    TXN_INDEX_SUFFIX,
-    LogSegment,
-    OffsetAndTimestamp,
-    segment_file,
-)
-from odradek.storage.txn_index import TxnIndexes
+from odradek.storage.segment import LogSegment, OffsetAndTimestamp
+from odradek.storage.txn_index import AbortedTxnEntry, TxnIndexes
 from odradek.storage.validator import (
     AssignedBatches,
     assign_offsets,
@@ -84,26 +80,21 @@ class Log:
         self.directory = directory
         self.topic, self.partition = parse_topic_partition(directory.name)
         self.config = config
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
+        self._lock = threading.RLock()
+        self._local = LocalLog(
+            directory, config, segments, log_end_offset=log_end_offset,
+            recovery_point=recovery_point, clock_ms=clock_ms, lock=self._lock,
+        )  # fmt: skip
         self.log_start_offset = log_start_offset
-        self._log_end_offset = log_end_offset
-        self.recovery_point = recovery_point
         self._high_watermark = log_start_offset
         # the high watermark replication-offset-checkpoint had at start-up, if any
         self.recovered_high_watermark: int | None = None
         self.leader_epochs = leader_epochs
         self.producer_state = producer_state
         self._clock = clock_ms
-        self._lock = threading.RLock()
-        self._last_flush_ms = clock_ms()
-        self._dir_dirty = True  # a segment file may be new since the last dir fsync
-        self._max_pos_cache: tuple[int, int, int] | None = None  # (offset, base, position)
-        self._truncations = 0  # so a flush racing a truncation does not over-claim
         self.closed = False
         self.offline = False  # its log dir failed: every operation raises
         self.on_io_error: Callable[[Log, OSError], None] | None = None
-        self._deleter = DelayedDeleter()
         self.txn_indexes = TxnIndexes()  # the segments' aborted transactions (.txnindex)
 
     @classmethod
@@ -126,31 +117,20 @@ class Log:
             directory, producer_id_expiration_ms=producer_id_expiration_ms
         )
         loaded = LogLoader(
-            directory,
-            config,
-            recovery_point=recovery_point,
-            log_start_offset=log_start_offset,
-            clean_shutdown=clean_shutdown,
-            now_ms=clock_ms(),
-            leader_epochs=epochs,
+            directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+            clean_shutdown=clean_shutdown, now_ms=clock_ms(), leader_epochs=epochs,
             producer_state=producers,
-        ).load()
+        ).load()  # fmt: skip
         return cls(
-            directory,
-            config,
-            loaded.segments,
-            log_start_offset=loaded.log_start_offset,
-            log_end_offset=loaded.log_end_offset,
-            recovery_point=loaded.recovery_point,
-            leader_epochs=epochs,
-            producer_state=producers,
-            clock_ms=clock_ms,
-        )
+            directory, config, loaded.segments, log_start_offset=loaded.log_start_offset,
+            log_end_offset=loaded.log_end_offset, recovery_point=loaded.recovery_point,
+            leader_epochs=epochs, producer_state=producers, clock_ms=clock_ms,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         return (
             f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
-            f"end={self._log_end_offset}, segments={len(self._segments)})"
+            f"end={self.log_end_offset}, segments={len(self._local.segments)})"
         )
 
     # -------------------------------------------------------------- state
@@ -158,7 +138,12 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         """The next offset to be assigned."""
-        return self._log_end_offset
+        return self._local.log_end_offset
+
+    @property
+    def recovery_point(self) -> int:
+        """Everything below is flushed: recovery after a crash starts here."""
+        return self._local.recovery_point
 
     @property
     def high_watermark(self) -> int:
@@ -166,30 +151,38 @@ class Log:
 
     @high_watermark.setter
     def high_watermark(self, offset: int) -> None:
-        self._high_watermark = min(max(offset, self.log_start_offset), self._log_end_offset)
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
 
     @property
     def last_stable_offset(self) -> int:
         """Below the oldest open transaction and the high watermark: what
         read_committed consumers may read."""
-        return transactions.last_stable_offset(self)
+        return transactions.last_stable_offset(
+            self._high_watermark, self.producer_state.first_unstable_offset,
+            self.log_start_offset,
+        )  # fmt: skip
 
     def collect_aborted_transactions(self, start: int, records: bytes) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions overlapping `records`,
         read from `start`: what a read_committed fetch returns with them."""
-        return transactions.collect_aborted(self, start, records)
+        if not records:
+            return []
+        return self.txn_indexes.collect(
+            self._local.segments_from(start), start,
+            lambda: transactions.next_offset_after(records),
+        )  # fmt: skip
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
-        return tuple(self._segments)
+        return self._local.segments
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[-1]
+        return self._local.active_segment
 
     @property
     def size_in_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
+        return self._local.size_in_bytes
 
     @property
     def lock(self) -> threading.RLock:
@@ -199,15 +192,13 @@ class Log:
     @property
     def truncations(self) -> int:
         """Bumped by every truncation: work planned on old segments checks it."""
-        return self._truncations
+        return self._local.truncations
 
     def update_config(self, config: LogConfig) -> None:
         """New topic configs take effect at once (the next append, roll or read)."""
         with self._lock:
             self.config = config
-            active = self._segments[-1]
-            active.resize_indexes(config.segment_index_bytes)
-            active.index_interval_bytes = config.index_interval_bytes
+            self._local.update_config(config)
 
     def _check_open(self) -> None:
         if self.offline:
@@ -254,7 +245,7 @@ class Log:
         log_append_time = now if config.log_append_time else None
         with self._lock:
             self._check_open()
-            first = self._log_end_offset
+            first = self.log_end_offset
             updates, duplicate = self.producer_state.analyze_batches(
                 batches, first, log_append_time, origin
             )
@@ -284,9 +275,9 @@ class Log:
         buf = records if isinstance(records, bytearray) else memoryview(records)
         with self._lock:
             self._check_open()
-            batches = validate_for_follower(buf, self._log_end_offset)
+            batches = validate_for_follower(buf, self.log_end_offset)
             if not batches:
-                end = self._log_end_offset
+                end = self.log_end_offset
                 return AppendInfo(end, end - 1, -1, -1, -1, self.log_start_offset, 0)
             assigned = describe_follower_batches(batches)
             self._check_fits_a_segment(assigned.size)
@@ -295,16 +286,63 @@ class Log:
                     self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
             now = self._clock()
             self._append(buf, assigned, now)
-            transactions.replay_appended(self, buf, batches)
+            self._replay_appended(buf, batches)
             return self._append_info(assigned)
 
-    def append_marker(self, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
-                      commit: bool, leader_epoch: int) -> AppendInfo:
-        """Write a transaction marker (the coordinator's commit or abort); see
-        transactions.append_marker."""
-        return transactions.append_marker(
-            self, producer_id=producer_id, producer_epoch=producer_epoch,
-            coordinator_epoch=coordinator_epoch, commit=commit, leader_epoch=leader_epoch)
+    def append_marker(
+        self,
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+        commit: bool,
+        leader_epoch: int,
+        origin: AppendOrigin = AppendOrigin.COORDINATOR,
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT marker (the coordinator's) for the producer at the log
+        end; an ABORT that closes a transaction is indexed in the `.txnindex`.
+
+        Raises InvalidProducerEpoch when the producer already wrote with a newer epoch (a
+        marker from a coordinator that lost track), KafkaStorageError on I/O failure.
+        """
+        now = self._clock()
+        batch, header = transactions.marker_batch(
+            commit=commit, producer_id=producer_id, producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch, timestamp=now,
+        )  # fmt: skip
+        with self._lock:
+            self._check_open()
+            offset = self.log_end_offset
+            info = self.producer_state.prepare_update(producer_id, origin)
+            first = info.append_end_txn_marker(producer_epoch, offset, now, coordinator_epoch)
+            assigned = assign_offsets(batch, [(0, header)], offset, leader_epoch, None)
+            if leader_epoch >= 0:
+                self.leader_epochs.assign(leader_epoch, offset)
+            self._append(batch, assigned, now)
+            self.producer_state.update(info)
+            if first is not None and not commit:
+                self._index_abort(producer_id, first, offset)
+            return self._append_info(assigned)
+
+    def _index_abort(self, producer_id: int, first: int, marker_offset: int) -> None:
+        """Record an aborted transaction in the active segment's `.txnindex`, with the
+        LSO it left behind (the next open transaction's first offset, or past the marker)."""
+        unstable = self.producer_state.first_unstable_offset
+        lso = marker_offset + 1 if unstable is None else unstable
+        try:
+            self.txn_indexes.append(
+                self._local.active_segment, AbortedTxnEntry(producer_id, first, marker_offset, lso)
+            )
+        except OSError as exc:
+            raise self._io_failed("transaction index append", exc) from exc
+
+    def _replay_appended(
+        self, buf: bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]
+    ) -> None:
+        """Producer state for batches appended as they are (a follower's append), with
+        the `.txnindex` entries of the aborts among them. Called with the lock held."""
+        for pid, first, marker_offset in transactions.replay(self.producer_state, buf, batches):
+            self._index_abort(pid, first, marker_offset)
 
     def _append_info(self, assigned: AssignedBatches) -> AppendInfo:
         return AppendInfo(
@@ -325,58 +363,28 @@ class Log:
 
     def _append(self, buf: bytearray | memoryview, assigned: AssignedBatches, now: int) -> None:
         try:
-            segment = self._maybe_roll(assigned, now)
-            segment.append(memoryview(buf)[: assigned.size], assigned.infos, assigned.max_timestamp)
+            if self._local.should_roll(assigned, now):
+                self._roll(assigned.first_offset, now)
+            self._local.append(buf, assigned)
         except OSError as exc:
             raise self._io_failed("append", exc) from exc
-        self._log_end_offset = assigned.last_offset + 1
-        self.producer_state.update_map_end_offset(self._log_end_offset)
-
-    def _maybe_roll(self, assigned: AssignedBatches, now: int) -> LogSegment:
-        active = self._segments[-1]
-        if active.should_roll(
-            max_segment_bytes=self.config.segment_bytes,
-            max_segment_ms=self.config.max_segment_ms,
-            messages_size=assigned.size,
-            max_timestamp_in_messages=assigned.max_timestamp,
-            max_offset_in_messages=assigned.last_offset,
-            now_ms=now,
-        ):
-            return self._roll(assigned.first_offset, now)
-        return active
+        self.producer_state.update_map_end_offset(self.log_end_offset)
 
     def roll(self) -> LogSegment:
         """Start a new segment at the log end (Kafka's force roll)."""
         with self._lock:
             self._check_open()
             try:
-                return self._roll(self._log_end_offset, self._clock())
+                return self._roll(self.log_end_offset, self._clock())
             except OSError as exc:
                 raise self._io_failed("roll", exc) from exc
 
     def _roll(self, expected_next_offset: int, now: int) -> LogSegment:
-        new_offset = max(expected_next_offset, self._log_end_offset)
-        active = self._segments[-1]
-        if active.base_offset == new_offset and active.size == 0:
-            # Rolling an empty segment onto itself: Kafka recreates it; a fresh
-            # creation time is all that changes.
-            active.created_ms = now
-            return active
-        if new_offset <= active.base_offset:
-            raise KafkaStorageError(f"cannot roll to {new_offset}: {active} is ahead")
-        active.on_become_inactive()
-        for kind in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-            stale = segment_file(self.directory, new_offset, kind)
-            if stale.exists():
-                log.warning("deleting %s left over where a new segment goes", stale)
-                stale.unlink()
-        segment = LogSegment(self.directory, new_offset, self.config, now, create=True)
-        self._segments.append(segment)
-        self._bases.append(new_offset)
-        self._dir_dirty = True
-        self.producer_state.update_map_end_offset(new_offset)
-        # Not fsynced (Kafka writes it asynchronously): the loader drops a torn one.
-        self.producer_state.take_snapshot(sync=False)
+        segment, new = self._local.roll(expected_next_offset, now)
+        if new:
+            self.producer_state.update_map_end_offset(segment.base_offset)
+            # Not fsynced (Kafka writes it asynchronously): the loader drops a torn one.
+            self.producer_state.take_snapshot(sync=False)
         return segment
 
     # -------------------------------------------------------------- reads
@@ -396,78 +404,39 @@ class Log:
         OffsetOutOfRange outside [log start, log end]; empty at the log end.
         """
         self._check_open()
-        leo = self._log_end_offset
+        leo = self.log_end_offset
         start = self.log_start_offset
         if offset < start or offset > leo:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{start}, {leo}] of {self.topic}-{self.partition}"
             )
-        segments, bases = self._segments, self._bases
-        i = max(bisect_right(bases, offset) - 1, 0)
-        empty = ReadResult(b"", offset, start, leo, self._high_watermark)
-        if offset == leo or (max_offset is not None and offset >= max_offset):
-            return empty
-        while i < len(segments):
-            seg = segments[i]
+        data = None
+        if offset != leo and (max_offset is None or offset < max_offset):
             try:
-                max_position = self._max_position(seg, max_offset, leo)
-                data = seg.read(offset, max_bytes, max_position, min_one_batch)
+                data = self._local.read(offset, max_bytes, max_offset, min_one_batch)
             except OSError as exc:
                 raise self._io_failed("read", exc) from exc
-            if data is not None:
-                return ReadResult(
-                    data.records,
-                    data.first_offset if data.records else offset,
-                    start,
-                    leo,
-                    self._high_watermark,
-                    seg.base_offset,
-                    data.position,
-                )
-            i += 1
-        return empty
-
-    def _max_position(self, seg: LogSegment, max_offset: int | None, leo: int) -> int | None:
-        """The file position in `seg` that reads must stop at, for `max_offset`."""
-        if max_offset is None or max_offset >= leo:
-            return None
-        j = max(bisect_right(self._bases, max_offset) - 1, 0)
-        bound = self._bases[j]
-        if seg.base_offset < bound:
-            return None
-        if seg.base_offset > bound:
-            return 0
-        cached = self._max_pos_cache
-        if cached is not None and cached[0] == max_offset and cached[1] == bound:
-            return cached[2]
-        found = seg.translate_offset(max_offset)
-        position = seg.size if found is None else found.position
-        self._max_pos_cache = (max_offset, bound, position)
-        return position
+        if data is None:
+            return ReadResult(b"", offset, start, leo, self._high_watermark)
+        return ReadResult(
+            data.records, data.first_offset, start, leo, self._high_watermark,
+            data.segment_base_offset, data.position,
+        )  # fmt: skip
 
     def offset_for_timestamp(self, timestamp: int) -> OffsetAndTimestamp | None:
         """(offset, timestamp, leader epoch) of the first record with a timestamp ≥
         `timestamp` (ListOffsets with a time); None when every record is older."""
         self._check_open()
         try:
-            for seg in self._segments:
-                if seg.max_timestamp >= timestamp:
-                    found = seg.find_offset_by_timestamp(timestamp, self.log_start_offset)
-                    if found is not None:
-                        return found
+            return self._local.offset_for_timestamp(timestamp, self.log_start_offset)
         except OSError as exc:
             raise self._io_failed("timestamp lookup", exc) from exc
-        return None
 
     def latest_timestamp(self) -> OffsetAndTimestamp | None:
         """The largest timestamp and the first record carrying it (MAX_TIMESTAMP)."""
         self._check_open()
-        best: LogSegment | None = None
         try:
-            for seg in self._segments:
-                if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
-                    best = seg
-            return None if best is None else best.max_timestamp_record()
+            return self._local.latest_timestamp()
         except OSError as exc:
             raise self._io_failed("timestamp lookup", exc) from exc
 
@@ -480,77 +449,110 @@ class Log:
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below `up_to` (default: the log end); the recovery point
         follows. Safe to call from a worker thread while the loop appends."""
-        with self._lock:
-            if self.offline:
-                return
-            leo = self._log_end_offset
-            target = leo if up_to is None else min(up_to, leo)
-            if target <= self.recovery_point and not self._dir_dirty:
-                return
-            first = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-            pending = [s for s in self._segments[first:] if s.base_offset < target]
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-            truncations = self._truncations
+        if self.offline:
+            return
         try:
-            for seg in pending:
-                seg.flush()
-            if dir_dirty:
-                fsync_dir(self.directory)
+            self._local.flush(up_to)
         except OSError as exc:
             raise self._io_failed("flush", exc) from exc
-        with self._lock:
-            # A truncation meanwhile may have replaced what we synced with new data.
-            if target > self.recovery_point and truncations == self._truncations:
-                self.recovery_point = min(target, self._log_end_offset)
-            self._last_flush_ms = self._clock()
 
     def maybe_flush(self) -> bool:
         """Flush if `flush.messages` or `flush.ms` says so; cheap when it does not."""
-        unflushed = self._log_end_offset - self.recovery_point
-        if unflushed <= 0:
+        if not self._local.flush_due():
             return False
-        if (
-            unflushed >= self.config.flush_messages
-            or self._clock() - self._last_flush_ms >= self.config.flush_ms
-        ):
-            self.flush()
-            return True
-        return False
+        self.flush()
+        return True
 
     @property
     def unflushed_messages(self) -> int:
-        return self._log_end_offset - self.recovery_point
+        return self.log_end_offset - self.recovery_point
 
     # -------------------------------------------------------------- segment list changes
-    # The changes themselves live in log_changes.py, which works on this class's state.
+    # The segments change in LocalLog; what hangs on offsets changes here.
 
     def truncate_to(self, offset: int) -> bool:
         """Drop everything from `offset` on (a follower diverged). True if anything went.
 
         A batch holding `offset` goes whole: the log end becomes its base offset.
         """
-        return log_changes.truncate_to(self, offset)
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to negative offset {offset}")
+            if offset >= self.log_end_offset:
+                return False
+            if offset < self._local.first_base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return True
+            now = self._clock()
+            self._local.truncate_to(offset, now)
+            leo = self.log_end_offset
+            self._high_watermark = min(self._high_watermark, leo)
+            self.leader_epochs.truncate_from_end(leo)
+            segments = self._local.segments
+            rebuild_producer_state(segments, self.producer_state, self.log_start_offset, leo, now)
+            self.txn_indexes.truncate_to(segments[-1], leo)
+            return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment; the log restarts empty at `offset`."""
-        log_changes.truncate_fully_and_start_at(self, offset)
+        with self._lock:
+            self._check_open()
+            self._local.truncate_fully_and_start_at(offset, self._clock())
+            self.log_start_offset = offset
+            self._high_watermark = offset
+            self.leader_epochs.clear()
+            self.producer_state.truncate_fully_and_start_at(offset)
 
     def delete_oldest_segments(self, count: int, reason: str) -> int:
-        """Remove the `count` oldest segments (retention); see log_changes."""
-        return log_changes.delete_oldest_segments(self, count, reason)
+        """Remove the `count` oldest segments (retention): the log start moves to the
+        base of the segment that follows; the files are renamed `.deleted` and removed
+        `file.delete.delay.ms` later. Removing every segment first rolls a new empty
+        one, as Kafka does, so the log always has an active segment and its end stays."""
+        with self._lock:
+            self._check_open()
+            segments = self._local.segments
+            count = min(count, len(segments))
+            try:
+                if count == len(segments) and count > 0:
+                    if segments[-1].size == 0:
+                        count -= 1  # already an empty active segment: it stays
+                    else:
+                        self._roll(self.log_end_offset, self._clock())
+                if count <= 0:
+                    return 0
+                self.increment_log_start_offset(self._local.segments[count].base_offset)
+                doomed = self._local.remove_oldest(count)
+                self.producer_state.delete_snapshots_before(self.log_start_offset)
+            except OSError as exc:
+                raise self._io_failed(f"deleting segments ({reason})", exc) from exc
+        log.info(
+            "%s-%d: deleted %d segment(s) up to offset %d (%s); log start is now %d",
+            self.topic, self.partition, len(doomed), doomed[-1].base_offset, reason,
+            self.log_start_offset,
+        )  # fmt: skip
+        return len(doomed)
 
     def replace_segments(
         self, cleaned: LogSegment, old: list[LogSegment], truncations: int
     ) -> bool:
-        """Swap a cleaned segment in for `old`; False if the log moved on. See log_changes."""
-        return log_changes.replace_segments(self, cleaned, old, truncations)
+        """Swap a cleaned segment in for `old`; False if the log moved on (a truncation,
+        a retention delete, a close) and the cleaner must discard its work. See
+        LocalLog.replace_segments."""
+        with self._lock:
+            if self.closed or self.offline:
+                return False
+            try:
+                return self._local.replace_segments(cleaned, old, truncations)
+            except OSError as exc:
+                raise self._io_failed("swapping in a cleaned segment", exc) from exc
 
     def increment_log_start_offset(self, offset: int) -> bool:
         """Move the log start forward (DeleteRecords, retention); segments stay until
         retention deletes them."""
         with self._lock:
-            if offset > self._log_end_offset:
-                raise OffsetOutOfRange(f"log start {offset} beyond log end {self._log_end_offset}")
+            if offset > self.log_end_offset:
+                raise OffsetOutOfRange(f"log start {offset} beyond log end {self.log_end_offset}")
             if offset <= self.log_start_offset:
                 return False
             self.log_start_offset = offset
@@ -559,12 +561,9 @@ class Log:
             self.producer_state.on_log_start_offset_incremented(offset)
             return True
 
-    def _delete_later(self, segments: list[LogSegment]) -> None:
-        self._deleter.schedule(segments, self._clock(), self.config.file_delete_delay_ms)
-
     def purge_deleted_segments(self, now_ms: int | None = None) -> int:
         """Close and remove `.deleted` segments whose `file.delete.delay.ms` is up."""
-        return self._deleter.purge(self._clock() if now_ms is None else now_ms)
+        return self._local.purge_deleted_segments(self._clock() if now_ms is None else now_ms)
 
     def remove_expired_producers(self, now_ms: int | None = None) -> int:
         with self._lock:
@@ -583,23 +582,19 @@ class Log:
             if self.offline:
                 self.close_without_flush()  # nothing can be written to a failed dir
                 return
-            self._deleter.purge_all()
-            active = self._segments[-1]
-            active.append_final_time_index_entry()
-            self.flush()
-            active.flush()
-            self.producer_state.update_map_end_offset(self._log_end_offset)
+            try:
+                self._local.flush_for_close()
+            except OSError as exc:
+                raise self._io_failed("flush", exc) from exc
+            self.producer_state.update_map_end_offset(self.log_end_offset)
             self.producer_state.take_snapshot(sync=True)
-            for seg in self._segments:
-                seg.close()
+            self._local.close()
             self.closed = True
 
     def close_without_flush(self) -> None:
         """Close the file handles only, as a crash would leave them (tests, failed disks)."""
         with self._lock:
-            for seg in self._segments:
-                seg.close_handles()
-            self._deleter.purge_all(remove_files=False)
+            self._local.close_handles()
             self.closed = True
 
     def delete(self) -> None:

@@ -53,7 +53,7 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 
 _SNAPSHOT_HEAD = struct.Struct(">hI")
 _COUNT = struct.Struct(">i")
-_ENTRY = struct.Struct(">qhiqiqiq")
+SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 _CRC_START = _SNAPSHOT_HEAD.size
 
 
@@ -261,7 +261,7 @@ def snapshot_file(directory: Path, offset: int) -> Path:
 def write_snapshot(path: Path, entries: list[ProducerStateEntry], *, sync: bool) -> None:
     body = bytearray(_COUNT.pack(len(entries)))
     for e in entries:
-        body += _ENTRY.pack(
+        body += SNAPSHOT_ENTRY.pack(
             e.producer_id,
             e.producer_epoch,
             e.last_seq,
@@ -294,10 +294,10 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     if crc32c.crc32c(memoryview(data)[_CRC_START:]) != crc:
         raise CorruptSnapshot(f"{path} fails its CRC")
     (count,) = _COUNT.unpack_from(data, _CRC_START)
-    if count < 0 or len(data) != _CRC_START + _COUNT.size + count * _ENTRY.size:
+    if count < 0 or len(data) != _CRC_START + _COUNT.size + count * SNAPSHOT_ENTRY.size:
         raise CorruptSnapshot(f"{path}: {count} entries do not match its size")
     entries = []
-    for pid, epoch, seq, offset, delta, ts, coord, txn in _ENTRY.iter_unpack(
+    for pid, epoch, seq, offset, delta, ts, coord, txn in SNAPSHOT_ENTRY.iter_unpack(
         memoryview(data)[_CRC_START + _COUNT.size :]
     ):
         entry = ProducerStateEntry(pid, epoch, deque(), coord, ts, txn if txn >= 0 else None)

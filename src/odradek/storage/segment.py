@@ -20,7 +20,22 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from odradek.protocol.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC_V2
+from odradek.protocol.batch import (
+    F_BASE_OFFSET,
+    F_EPOCH,
+    F_LAST_DELTA,
+    F_LENGTH,
+    F_MAGIC,
+    F_MAX_TS,
+    HEADER,
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_V2,
+    MIN_BATCH_LENGTH,
+    PREFIX,
+    HeaderFields,
+)
 from odradek.protocol.errors import CorruptMessage
 from odradek.storage.index import (
     INT32_MAX,
@@ -41,21 +56,14 @@ DELETED_SUFFIX = ".deleted"
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 
-# Header fields by position in the unpacked tuple (see protocol/batch.py for the layout).
-HEADER = struct.Struct(">qiibIhiqqqhii")
-_PREFIX = struct.Struct(">qiibIhi")  # up to lastOffsetDelta: what finding an offset needs
 _LENGTH = struct.Struct(">i")
-F_BASE_OFFSET, F_LENGTH, F_EPOCH, F_MAGIC, F_CRC, F_ATTRS = 0, 1, 2, 3, 4, 5
-F_LAST_DELTA, F_BASE_TS, F_MAX_TS, F_PID, F_PEPOCH, F_BASE_SEQ, F_COUNT = range(6, 13)
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
-# Header scans read this much at a time: one read covers an index interval of
+# HeaderFields scans read this much at a time: one read covers an index interval of
 # small batches, and a big batch costs one read for its header.
 _SCAN_CHUNK = 16 * 1024
 
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
-Header = tuple[int, ...]
 Buffer = bytes | bytearray | memoryview
 
 
@@ -153,7 +161,7 @@ class LogSegment:
 
     # -------------------------------------------------------------- header scans
 
-    def _headers(self, start: int, end: int) -> Iterator[tuple[int, Header]]:
+    def _headers(self, start: int, end: int) -> Iterator[tuple[int, HeaderFields]]:
         """(position, header fields) of every complete batch in [start, end)."""
         pos = start
         buf = b""
@@ -166,7 +174,7 @@ class LogSegment:
                 buf_start, off = pos, 0
                 if len(buf) < HEADER_SIZE:
                     return
-            h: Header = HEADER.unpack_from(buf, off)
+            h: HeaderFields = HEADER.unpack_from(buf, off)
             if h[F_MAGIC] != MAGIC_V2 or h[F_LENGTH] < MIN_BATCH_LENGTH:
                 raise CorruptMessage(f"{self.log_path}: no valid batch header at {pos}")
             size = h[F_LENGTH] + LOG_OVERHEAD
@@ -175,7 +183,7 @@ class LogSegment:
             yield pos, h
             pos += size
 
-    def batches_from(self, position: int = 0) -> Iterator[tuple[int, Header]]:
+    def batches_from(self, position: int = 0) -> Iterator[tuple[int, HeaderFields]]:
         return self._headers(position, self.size)
 
     def read_batch(self, position: int, size: int) -> bytes:
@@ -196,12 +204,12 @@ class LogSegment:
         # The hottest loop of a fetch, so written out flat rather than over _headers.
         pos = max(self._lookup(offset), start_position)
         end = self.size
-        unpack = _PREFIX.unpack_from
+        unpack = PREFIX.unpack_from
         while end - pos >= HEADER_SIZE:
             buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
             self.bytes_scanned += len(buf)
             n, off = len(buf), 0
-            while n - off >= _PREFIX.size:
+            while n - off >= PREFIX.size:
                 base, length, _, magic, _, _, delta = unpack(buf, off)
                 if magic != MAGIC_V2 or length < MIN_BATCH_LENGTH:
                     raise CorruptMessage(f"{self.log_path}: no valid batch header at {pos + off}")
@@ -226,7 +234,7 @@ class LogSegment:
             self.bytes_scanned += len(buf)
             n, off = len(buf), 0
             while n - off >= LOG_OVERHEAD:
-                size = unpack(buf, off + 8)[0] + LOG_OVERHEAD
+                size = unpack(buf, off + LENGTH_OFFSET)[0] + LOG_OVERHEAD
                 if size < HEADER_SIZE:
                     raise CorruptMessage(f"{self.log_path}: no valid batch header at {pos + off}")
                 if pos + off + size > limit:
@@ -380,7 +388,7 @@ class LogSegment:
         return None
 
     def _search_batch(
-        self, pos: int, h: Header, match: Callable[[int, int], bool]
+        self, pos: int, h: HeaderFields, match: Callable[[int, int], bool]
     ) -> OffsetAndTimestamp | None:
         # The one place records are decoded: a timestamp query, one batch.
         from odradek.protocol.records import decode_batch

@@ -147,7 +147,7 @@ def validate_for_leader(
 def _check_keys(buf: Buffer, batches: Batches, partition: str) -> None:
     """Compaction keeps the last record per key, so a keyless record cannot be
     compacted: refuse it as Kafka's LogValidator.validateKey does."""
-    from odradek.storage.cleaner_records import record_keys
+    from odradek.protocol.record_reader import record_keys
 
     for index, (pos, h) in enumerate(batches):
         view = memoryview(buf)[pos : pos + h.size]

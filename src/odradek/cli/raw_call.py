@@ -1,0 +1,34 @@
+"""One raw Kafka request over its own connection, for the requests confluent-kafka
+has no binding for (OffsetDelete, DescribeProducers, ListTransactions…). The framing
+is protocol/client_framing.py's; only the socket is here."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from odradek.protocol.client_framing import ClientFraming, FrameSplitter, decode_response
+
+TIMEOUT_S = 30
+
+
+def call_raw(address: tuple[str, int], api_key: int, version: int, body: Any,
+             client_id: str) -> tuple[int, bytes]:
+    """(correlation id, response frame without its size prefix) of one request."""
+    cid, request = ClientFraming(client_id).request(api_key, version, body)
+    splitter = FrameSplitter()
+    with socket.create_connection(address, timeout=TIMEOUT_S) as s:
+        s.sendall(request)
+        while (frame := splitter.next_frame()) is None:
+            chunk = s.recv(max(splitter.wanted, 65536))
+            if not chunk:
+                raise OSError("connection closed by the broker")
+            splitter.feed(chunk)
+    return cid, frame
+
+
+def call(address: tuple[str, int], api_key: int, version: int, body: Any,
+         client_id: str) -> Any:
+    """The decoded response to one request."""
+    cid, frame = call_raw(address, api_key, version, body, client_id)
+    return decode_response(api_key, version, frame, cid)
