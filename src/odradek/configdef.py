@@ -9,8 +9,10 @@ from odradek, so every layer may use it.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 LONG_MAX = 9223372036854775807
@@ -185,3 +187,23 @@ class ConfigTable:
                 continue
             out[name] = self.defs[name].parse(value)
         return out
+
+
+def read_properties(path: Path) -> dict[str, str]:
+    """Read a Java .properties file (comments, `=`/`:` separators, line continuations)."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        line = pending + raw.strip() if pending else raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        m = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            props[m.group(1).replace("\\", "")] = m.group(2)
+        else:
+            props[line] = ""
+    return props

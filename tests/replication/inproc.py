@@ -21,8 +21,8 @@ from odradek.replication.channel import BrokerChannel
 from odradek.replication.replica_manager import Partition, ReplicaManager
 from odradek.replication.settings import ReplicaSettings
 from odradek.server.config import BrokerConfig
-from odradek.server.listener_security import listener_security, no_scram
 from odradek.server.connection import KafkaConnection
+from odradek.server.listener_security import listener_security, no_scram
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports

@@ -15,7 +15,7 @@ TIMEOUT_S = 30
 
 
 def _read_properties(path: Path) -> dict[str, str]:
-    from odradek.server.config import read_properties
+    from odradek.configdef import read_properties
 
     return {k: v.strip() for k, v in read_properties(path).items()}
 

@@ -23,7 +23,7 @@ def default_catalog_uri() -> str:
 
 def read_client_config(path: Path) -> dict[str, str]:
     """A client .properties file, as Kafka's tools take with --command-config."""
-    from odradek.server.config import read_properties
+    from odradek.configdef import read_properties
 
     try:
         return read_properties(path)

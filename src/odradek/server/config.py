@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from odradek.configdef import LONG_MAX, ConfigDef, ConfigError, ConfigTable, ConfigType
+from odradek.configdef import (
+    LONG_MAX,
+    ConfigDef,
+    ConfigError,
+    ConfigTable,
+    ConfigType,
+    read_properties,
+)
 from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
 from odradek.security.authorizer import AclAuthorizer
 from odradek.server.listener_security import listener_security, no_scram
@@ -319,26 +326,6 @@ def parse_listener(text: str) -> Listener:
     if not 0 <= port <= 65535:
         raise ConfigError(f"Invalid listener '{text}': port out of range")
     return Listener(m.group(1).upper(), host, port)
-
-
-def read_properties(path: Path) -> dict[str, str]:
-    """Read a Java .properties file (comments, `=`/`:` separators, line continuations)."""
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in path.read_text(encoding="utf-8").splitlines():
-        line = pending + raw.strip() if pending else raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        m = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", line)
-        if m:
-            props[m.group(1).replace("\\", "")] = m.group(2)
-        else:
-            props[line] = ""
-    return props
 
 
 def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
