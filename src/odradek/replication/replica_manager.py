@@ -160,6 +160,16 @@ class ReplicaManager:
                                             self.partitions, self._endpoint)
         return self._fetchers
 
+    def _eligible_for_isr(self, broker: int) -> bool:
+        """Kafka's isReplicaIsrEligible: only a registered, unfenced broker joins an ISR.
+        A follower's fetch that waited in the purgatory may finish after its broker died
+        and the controller took it out; adding it back would keep a dead broker in the
+        ISR until replica.lag.time.max.ms."""
+        if self._image is None:
+            return True
+        info = self._image.brokers.get(broker)
+        return info is not None and not info.fenced
+
     def _endpoint(self, broker: int) -> tuple[str, int] | None:
         info = self._image.brokers.get(broker) if self._image is not None else None
         if info is None or info.fenced:
@@ -321,7 +331,8 @@ class ReplicaManager:
                 continue
             limit: int | None
             if follower:
-                if partition.on_follower_fetch(replica_id, offset, now):
+                if (partition.on_follower_fetch(replica_id, offset, now)
+                        and self._eligible_for_isr(replica_id)):
                     self._change_isr(partition, (*partition.isr, replica_id))
                 limit = None
             else:
