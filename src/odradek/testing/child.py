@@ -68,19 +68,31 @@ class ChildBroker:
         return int(answer["port"])
 
     def request(self, op: str, timeout: float = 30.0, **args: Any) -> dict[str, Any]:
+        """Send one command and wait for its answer."""
+        with self._lock:
+            self.send(op, **args)
+            return self.receive(op, timeout)
+
+    def send(self, op: str, **args: Any) -> None:
         proc = self.proc
         if proc is None or proc.poll() is not None:
             raise TestkitError(f"the broker process is not running{self._tail()}")
         if self.paused:
             raise TestkitError("the broker is paused: resume() it first")
-        assert proc.stdin is not None and proc.stdout is not None
-        with self._lock:
-            try:
-                proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
-                proc.stdin.flush()
-            except OSError:
-                raise TestkitError(f"the broker process died{self._tail()}") from None
-            line = _read_line(proc.stdout, timeout)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+            proc.stdin.flush()
+        except OSError:
+            raise TestkitError(f"the broker process died{self._tail()}") from None
+
+    def receive(self, op: str, timeout: float = 30.0) -> dict[str, Any]:
+        """The answer to the command sent last (`send` and `receive` let a cluster start
+        its brokers side by side)."""
+        proc = self.proc
+        if proc is None or proc.stdout is None:
+            raise TestkitError(f"the broker process is not running{self._tail()}")
+        line = _read_line(proc.stdout, timeout)
         if line is None:
             raise TestkitError(f"the broker process did not answer {op} within "
                                f"{timeout}s{self._tail()}")
