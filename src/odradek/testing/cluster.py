@@ -15,7 +15,9 @@ about 0.4 s for one node); the brokers import themselves while it starts.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import shutil
 import tempfile
 import time
@@ -31,6 +33,21 @@ from odradek.testing.embedded import ConfigValue
 __all__ = ["EmbeddedCluster"]
 
 T = TypeVar("T")
+
+_live: set[EmbeddedCluster] = set()
+
+
+def running_clusters() -> list[EmbeddedCluster]:
+    """Clusters started and not stopped yet (the pytest plugin checks at the end)."""
+    return list(_live)
+
+
+@atexit.register
+def _stop_leftovers() -> None:
+    for cluster in running_clusters():
+        with contextlib.suppress(Exception):
+            cluster.stop()
+
 
 # Short enough that a killed broker's partitions move within seconds, long enough that
 # a busy 2-core machine does not expire a live broker's session.
@@ -61,6 +78,7 @@ class EmbeddedCluster:
         self._root: Path | None = None
         self.brokers: dict[int, ChildBroker] = {}
         self.ports: dict[int, int] = {}
+        self.started_in = ""
 
     # ---- lifecycle ------------------------------------------------------------------
 
@@ -81,6 +99,8 @@ class EmbeddedCluster:
         from odradek.cli.local_zookeeper import ZooKeeperProcess, zookeeper_available
 
         self._root = Path(tempfile.mkdtemp(prefix="odradek-cluster-"))
+        self.started_in = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+        _live.add(self)
         try:
             connect = self._zk_connect
             if connect is None:
@@ -113,6 +133,7 @@ class EmbeddedCluster:
 
     def stop(self) -> None:
         """Stop every broker and ZooKeeper, and remove the cluster's files."""
+        _live.discard(self)
         for child in self.brokers.values():
             with contextlib.suppress(Exception):
                 child.stop()

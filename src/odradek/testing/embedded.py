@@ -17,10 +17,10 @@ import concurrent.futures
 import contextlib
 import errno
 import logging
+import os
 import shutil
 import tempfile
 import threading
-import weakref
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -41,7 +41,8 @@ START_TIMEOUT = 60.0
 STOP_TIMEOUT = 30.0
 
 ConfigValue = str | int | float | bool
-_live: weakref.WeakSet[EmbeddedBroker] = weakref.WeakSet()
+# Started and not stopped yet; held strongly, so a broker a test forgot is still found.
+_live: set[EmbeddedBroker] = set()
 
 
 def running_brokers() -> list[EmbeddedBroker]:
@@ -99,6 +100,7 @@ class EmbeddedBroker:
         self._child: ChildBroker | None = None
         self.broker: Broker | None = None  # the Broker object (in-process only)
         self.errors: list[str] = []  # unexpected exceptions on the broker's loop
+        self.started_in = ""  # the test that started it (for the plugin's leak report)
 
     # ---- lifecycle ------------------------------------------------------------------
 
@@ -146,6 +148,7 @@ class EmbeddedBroker:
         except BaseException:
             self._remove_own_dir()
             raise
+        self.started_in = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
         _live.add(self)
         return self
 
@@ -154,6 +157,7 @@ class EmbeddedBroker:
         try:
             self._stop_broker(timeout)
         finally:
+            _live.discard(self)
             self._remove_own_dir()
 
     def restart(self, timeout: float = START_TIMEOUT) -> EmbeddedBroker:
