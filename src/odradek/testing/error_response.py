@@ -42,8 +42,8 @@ _ID_GROUPS: tuple[frozenset[str], ...] = (
 )
 _ID_OF = {name: group for group in _ID_GROUPS for name in group}
 # Integers that mean "unknown" at -1 in Kafka's error responses.
-_MINUS_ONE_HINTS = ("offset", "epoch", "generation", "_id", "timestamp", "port", "leader",
-                    "time_ms", "node")
+_MINUS_ONE_HINTS = ("offset", "watermark", "epoch", "generation", "_id", "timestamp", "port",
+                    "leader", "time_ms", "node")
 
 
 @dataclasses.dataclass(frozen=True)
