@@ -22,6 +22,7 @@ def isolated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> str:
     tmp = pytester.path / "tmp"
     tmp.mkdir()
     monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setenv("ODRADEK_TEST_TMPDIR", str(tmp))
     monkeypatch.setenv("ODRADEK_TESTKIT_RUN", mark)
     return mark
 

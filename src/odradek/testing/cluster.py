@@ -27,7 +27,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from odradek.testing.child import ChildBroker, RemoteFaults
-from odradek.testing.config import TEST_DEFAULTS, TestkitError, broker_properties
+from odradek.testing.config import TEST_DEFAULTS, TestkitError, broker_properties, temp_root
 from odradek.testing.embedded import ConfigValue
 
 __all__ = ["EmbeddedCluster"]
@@ -58,6 +58,44 @@ CLUSTER_DEFAULTS = {
     "replica.fetch.backoff.ms": "100",
     "auto.leader.rebalance.enable": "false",
 }
+
+
+class SharedZooKeeper:
+    """A ZooKeeper node for several clusters (each takes a chroot), data in a temp dir."""
+
+    def __init__(self) -> None:
+        self._root: Path | None = None
+        self._zk: Any = None
+
+    def start(self, wait: bool = True, timeout: float = 60.0) -> SharedZooKeeper:
+        from odradek.cli.local_zookeeper import ZooKeeperProcess, zookeeper_available
+
+        if not zookeeper_available():
+            raise TestkitError("EmbeddedCluster needs ZooKeeper and Java: install Debian's "
+                               "`zookeeper` package")
+        self._root = Path(tempfile.mkdtemp(prefix="odradek-zookeeper-", dir=temp_root()))
+        self._zk = ZooKeeperProcess(self._root / "data")
+        try:
+            self._zk.start(timeout=timeout, wait=wait)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        self._zk.wait_ready(timeout)
+
+    @property
+    def connect(self) -> str:
+        return str(self._zk.connect)
+
+    def stop(self) -> None:
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk = None
+        if self._root is not None:
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = None
 
 
 class EmbeddedCluster:
@@ -96,22 +134,15 @@ class EmbeddedCluster:
     def start(self, timeout: float = 60.0) -> EmbeddedCluster:
         if self._root is not None:
             raise TestkitError("the cluster is already started")
-        from odradek.cli.local_zookeeper import ZooKeeperProcess, zookeeper_available
-
-        self._root = Path(tempfile.mkdtemp(prefix="odradek-cluster-"))
+        self._root = Path(tempfile.mkdtemp(prefix="odradek-cluster-", dir=temp_root()))
         self.started_in = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
         _live.add(self)
         try:
-            connect = self._zk_connect
-            if connect is None:
-                if not zookeeper_available():
-                    raise TestkitError("EmbeddedCluster needs ZooKeeper and Java: install "
-                                       "Debian's `zookeeper` package")
-                self._zk = ZooKeeperProcess(self._root / "zookeeper" / "data")
-                self._zk.start(wait=False)
+            if self._zk_connect is None:
+                self._zk = SharedZooKeeper().start(wait=False)
                 connect = self._zk.connect
-            else:
-                connect = f"{connect}/odradek-{self._root.name}"
+            else:  # a ZooKeeper shared with other clusters: a chroot of our own
+                connect = f"{self._zk_connect}/{self._root.name}"
             for node_id in range(1, self.size + 1):
                 child = ChildBroker(self._broker_props(node_id, connect, 0),
                                     self._root / f"broker{node_id}" / "data",

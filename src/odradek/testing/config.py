@@ -4,9 +4,10 @@ Kafka's broker does not have (a typo would otherwise be silently ignored)."""
 from __future__ import annotations
 
 import difflib
+import os
 from collections.abc import Mapping
 
-__all__ = ["TEST_DEFAULTS", "TestkitError", "broker_properties"]
+__all__ = ["TEST_DEFAULTS", "TestkitError", "broker_properties", "temp_root"]
 
 
 class TestkitError(RuntimeError):
@@ -59,3 +60,19 @@ def broker_properties(config: Mapping[str, str | int | float | bool] | None,
         except ConfigError as e:
             raise TestkitError(str(e)) from None
     return props
+
+
+def temp_root() -> str | None:
+    """Where test brokers keep their temporary data: $ODRADEK_TEST_TMPDIR, else /dev/shm
+    when it is there, else the system's temp dir (None).
+
+    In memory, a fresh broker starts, creates a topic and stops in a few milliseconds;
+    on this machine's shared disk each file created, fsynced or unlinked costs several,
+    which made a fresh broker's life cost ten times more.
+    """
+    chosen = os.environ.get("ODRADEK_TEST_TMPDIR")
+    if chosen:
+        return chosen
+    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK | os.X_OK):
+        return "/dev/shm"
+    return None

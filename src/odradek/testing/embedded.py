@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from odradek.testing.config import TestkitError, broker_properties
+from odradek.testing.config import TestkitError, broker_properties, temp_root
 from odradek.testing.faults import Faults
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ class EmbeddedBroker:
         if self.running:
             raise TestkitError(f"the broker on {self.host}:{self.port} is already running")
         if self.data_dir is None:
-            self._root = Path(tempfile.mkdtemp(prefix="odradek-test-"))
+            self._root = Path(tempfile.mkdtemp(prefix="odradek-test-", dir=temp_root()))
             self.data_dir = self._root / "data"
         props = {**self.properties, "listeners": f"PLAINTEXT://{self.host}:{self.port}",
                  "log.dirs": str(self.data_dir)}

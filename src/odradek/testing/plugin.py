@@ -99,13 +99,27 @@ def odradek_broker_fresh(request: pytest.FixtureRequest,
         broker.stop()
 
 
+@pytest.fixture(scope="session")
+def _odradek_zookeeper() -> Iterator[str]:
+    """One ZooKeeper for the session's clusters, each in a chroot of its own: only the
+    first cluster waits for the JVM to start."""
+    from odradek.testing.cluster import SharedZooKeeper
+
+    zookeeper = SharedZooKeeper().start()
+    try:
+        yield zookeeper.connect
+    finally:
+        zookeeper.stop()
+
+
 @pytest.fixture
-def odradek_cluster(request: pytest.FixtureRequest,
-                    odradek_config: dict[str, Any]) -> Iterator[EmbeddedCluster]:
+def odradek_cluster(request: pytest.FixtureRequest, odradek_config: dict[str, Any],
+                    _odradek_zookeeper: str) -> Iterator[EmbeddedCluster]:
     """Three replicated brokers on a local ZooKeeper, for this test."""
     from odradek.testing.cluster import EmbeddedCluster
 
-    cluster = EmbeddedCluster(3, _properties(request, odradek_config)).start()
+    cluster = EmbeddedCluster(3, _properties(request, odradek_config),
+                              zookeeper_connect=_odradek_zookeeper).start()
     try:
         yield cluster
     finally:
