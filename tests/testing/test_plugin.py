@@ -119,6 +119,7 @@ def test_properties_per_module_and_per_test(pytester: pytest.Pytester, isolated:
     assert_nothing_left(pytester, isolated)
 
 
+@pytest.mark.slow  # three interpreters importing odradek: ~35 s on a busy 2-core machine
 def test_xdist_gives_each_worker_its_own_broker(pytester: pytest.Pytester,
                                                  isolated: str) -> None:
     pytest.importorskip("xdist")

@@ -30,6 +30,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.testing.config import TestkitError
 from odradek.testing.faults import Fault, parse_api, parse_error
+from odradek.testing.zygote import ForkedProcess, SpawnedProcess, Zygote
 
 __all__ = ["ChildBroker", "RemoteFaults"]
 
@@ -38,28 +39,28 @@ class ChildBroker:
     """The parent's handle on one child broker process."""
 
     def __init__(self, properties: Mapping[str, str], data_dir: Path,
-                 log_path: Path | None = None) -> None:
+                 log_path: Path | None = None, zygote: Zygote | None = None) -> None:
         self.properties = dict(properties)
         self.data_dir = data_dir
         self.log_path = log_path or data_dir.parent / f"{data_dir.name}.log"
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: SpawnedProcess | ForkedProcess | None = None
+        self._zygote = zygote
         self._lock = threading.Lock()
         self.faults = RemoteFaults(self)
         self.paused = False
 
     @property
     def running(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        return self.proc is not None and self.proc.alive()
 
     def spawn(self) -> None:
-        """Start the process; it imports the broker and waits for `start`."""
+        """Start the process; it imports the broker (or was forked from a process that
+        has) and waits for `start`."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "odradek.testing.child"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
-                # not in the test's process group: a Ctrl-C reaches the test, which stops us
-                start_new_session=True)
+        if self._zygote is not None:
+            self.proc = self._zygote.fork(self.log_path)
+        else:
+            self.proc = SpawnedProcess(self.log_path)
 
     def start(self, timeout: float = 60.0) -> int:
         if self.proc is None or not self.running:
@@ -75,11 +76,10 @@ class ChildBroker:
 
     def send(self, op: str, **args: Any) -> None:
         proc = self.proc
-        if proc is None or proc.poll() is not None:
+        if proc is None or not proc.alive():
             raise TestkitError(f"the broker process is not running{self._tail()}")
         if self.paused:
             raise TestkitError("the broker is paused: resume() it first")
-        assert proc.stdin is not None
         try:
             proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
             proc.stdin.flush()
@@ -90,7 +90,7 @@ class ChildBroker:
         """The answer to the command sent last (`send` and `receive` let a cluster start
         its brokers side by side)."""
         proc = self.proc
-        if proc is None or proc.stdout is None:
+        if proc is None:
             raise TestkitError(f"the broker process is not running{self._tail()}")
         line = _read_line(proc.stdout, timeout)
         if line is None:
@@ -120,29 +120,27 @@ class ChildBroker:
             return
         if self.paused:
             self.resume()
-        if proc.poll() is None:
+        if proc.alive():
             with contextlib.suppress(TestkitError, OSError, ValueError):
                 self.request("stop", timeout=timeout)
         self._reap(timeout)
 
     def kill(self) -> None:
         """SIGKILL: no clean shutdown; its ZooKeeper session lingers until it expires."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGKILL)
         self.paused = False
         self._reap(10)
 
     def pause(self) -> None:
         """SIGSTOP: it neither serves, fetches nor heartbeats to ZooKeeper."""
-        if self.running and not self.paused:
-            assert self.proc is not None
+        if self.proc is not None and self.running and not self.paused:
             self.proc.send_signal(signal.SIGSTOP)
             self.paused = True
 
     def resume(self) -> None:
         if self.proc is not None and self.paused:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGCONT)
+            self.proc.send_signal(signal.SIGCONT)
             self.paused = False
 
     def _reap(self, timeout: float) -> None:
@@ -152,12 +150,9 @@ class ChildBroker:
         try:
             proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            proc.send_signal(signal.SIGKILL)
             proc.wait(10)
-        for stream in (proc.stdin, proc.stdout):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        proc.close()
         self.proc = None
 
 
@@ -285,11 +280,21 @@ def _image_summary(broker: Any) -> dict[str, Any]:
 
 
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
+        from odradek.testing.zygote import zygote_main
+
+        _configure_process()
+        zygote_main(int(sys.argv[2]))
+        return
+    _configure_process()
+    _serve(sys.stdin, sys.stdout)
+
+
+def _configure_process() -> None:
     logging.basicConfig(level=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The parent stops us through stdin; signals from a terminal go to the parent.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _serve(sys.stdin, sys.stdout)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from odradek.testing.child import ChildBroker, RemoteFaults
 from odradek.testing.config import TEST_DEFAULTS, TestkitError, broker_properties, temp_root
 from odradek.testing.embedded import ConfigValue
+from odradek.testing.zygote import Zygote
 
 __all__ = ["EmbeddedCluster"]
 
@@ -89,6 +90,12 @@ class SharedZooKeeper:
     def connect(self) -> str:
         return str(self._zk.connect)
 
+    @property
+    def log_dir(self) -> Path:
+        """A directory that lives as long as this ZooKeeper (its log is there)."""
+        assert self._root is not None
+        return self._root
+
     def stop(self) -> None:
         if self._zk is not None:
             self._zk.stop()
@@ -102,7 +109,10 @@ class EmbeddedCluster:
     """`brokers` brokers (node ids 1..N) and one ZooKeeper node, all on loopback."""
 
     def __init__(self, brokers: int = 3, config: Mapping[str, ConfigValue] | None = None,
-                 *, zookeeper_connect: str | None = None) -> None:
+                 *, zookeeper_connect: str | None = None, zygote: Zygote | None = None) -> None:
+        """`zookeeper_connect` and `zygote` given are shared with other clusters (the
+        pytest plugin keeps one of each per session); otherwise the cluster starts its
+        own and stops them with itself."""
         if brokers < 1:
             raise TestkitError(f"a cluster needs at least one broker, not {brokers}")
         rf = str(min(3, brokers))
@@ -113,6 +123,8 @@ class EmbeddedCluster:
         self.size = brokers
         self._zk_connect = zookeeper_connect
         self._zk: Any = None
+        self._zygote: Zygote | None = zygote
+        self._own_zygote = zygote is None
         self._root: Path | None = None
         self.brokers: dict[int, ChildBroker] = {}
         self.ports: dict[int, int] = {}
@@ -143,11 +155,13 @@ class EmbeddedCluster:
                 connect = self._zk.connect
             else:  # a ZooKeeper shared with other clusters: a chroot of our own
                 connect = f"{self._zk_connect}/{self._root.name}"
+            if self._own_zygote:  # imports the broker once, while ZooKeeper starts
+                self._zygote = Zygote(self._root / "zygote.log")
             for node_id in range(1, self.size + 1):
                 child = ChildBroker(self._broker_props(node_id, connect, 0),
                                     self._root / f"broker{node_id}" / "data",
-                                    self._root / f"broker{node_id}.log")
-                child.spawn()  # imports the broker while ZooKeeper starts
+                                    self._root / f"broker{node_id}.log", self._zygote)
+                child.spawn()
                 self.brokers[node_id] = child
             if self._zk is not None:
                 self._zk.wait_ready(timeout)
@@ -168,6 +182,9 @@ class EmbeddedCluster:
         for child in self.brokers.values():
             with contextlib.suppress(Exception):
                 child.stop()
+        if self._zygote is not None and self._own_zygote:
+            self._zygote.stop()
+            self._zygote = None
         if self._zk is not None:
             self._zk.stop()
             self._zk = None

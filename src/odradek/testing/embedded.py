@@ -206,15 +206,20 @@ class EmbeddedBroker:
         except concurrent.futures.TimeoutError:
             self._stop_broker(STOP_TIMEOUT)
             raise TestkitError(f"the broker did not start within {timeout}s") from None
-        except OSError as e:
+        except BaseException as e:
+            thread.join(STOP_TIMEOUT)  # it closes its loop and executor threads first
             self._thread = self._loop = None
+            raise self._start_error(e) from None
+
+    def _start_error(self, e: BaseException) -> BaseException:
+        if isinstance(e, OSError):
             if e.errno == errno.EADDRINUSE:
-                raise TestkitError(f"cannot start the broker: {self.host}:{self.port} is "
-                                   "already in use") from None
-            raise TestkitError(f"cannot start the broker: {e}") from None
-        except Exception as e:
-            self._thread = self._loop = None
-            raise TestkitError(f"cannot start the broker: {type(e).__name__}: {e}") from None
+                return TestkitError(f"cannot start the broker: {self.host}:{self.port} is "
+                                    "already in use")
+            return TestkitError(f"cannot start the broker: {e}")
+        if isinstance(e, Exception):
+            return TestkitError(f"cannot start the broker: {type(e).__name__}: {e}")
+        return e  # KeyboardInterrupt and the like stay what they are
 
     def _serve(self, loop: asyncio.AbstractEventLoop, config: Any,
                ready: concurrent.futures.Future[None]) -> None:

@@ -26,6 +26,7 @@ import pytest
 if TYPE_CHECKING:
     from odradek.testing.cluster import EmbeddedCluster
     from odradek.testing.embedded import EmbeddedBroker
+    from odradek.testing.zygote import Zygote
 
 _session_broker: list[EmbeddedBroker] = []
 _leak_report: list[str] = []
@@ -100,26 +101,34 @@ def odradek_broker_fresh(request: pytest.FixtureRequest,
 
 
 @pytest.fixture(scope="session")
-def _odradek_zookeeper() -> Iterator[str]:
-    """One ZooKeeper for the session's clusters, each in a chroot of its own: only the
-    first cluster waits for the JVM to start."""
+def _odradek_cluster_base() -> Iterator[tuple[str, Zygote]]:
+    """One ZooKeeper (each cluster takes a chroot in it) and one zygote (a process that
+    has imported the broker and forks broker processes) for the session's clusters:
+    only the first cluster waits for the JVM and the import."""
     from odradek.testing.cluster import SharedZooKeeper
+    from odradek.testing.zygote import Zygote
 
-    zookeeper = SharedZooKeeper().start()
+    zookeeper = SharedZooKeeper().start(wait=False)
+    zygote: Zygote | None = None
     try:
-        yield zookeeper.connect
+        zygote = Zygote(zookeeper.log_dir / "zygote.log")
+        zookeeper.wait_ready()
+        yield zookeeper.connect, zygote
     finally:
+        if zygote is not None:
+            zygote.stop()
         zookeeper.stop()
 
 
 @pytest.fixture
 def odradek_cluster(request: pytest.FixtureRequest, odradek_config: dict[str, Any],
-                    _odradek_zookeeper: str) -> Iterator[EmbeddedCluster]:
+                    _odradek_cluster_base: tuple[str, Zygote]) -> Iterator[EmbeddedCluster]:
     """Three replicated brokers on a local ZooKeeper, for this test."""
     from odradek.testing.cluster import EmbeddedCluster
 
+    connect, zygote = _odradek_cluster_base
     cluster = EmbeddedCluster(3, _properties(request, odradek_config),
-                              zookeeper_connect=_odradek_zookeeper).start()
+                              zookeeper_connect=connect, zygote=zygote).start()
     try:
         yield cluster
     finally:
