@@ -53,11 +53,41 @@ def assert_nothing_left(pytester: pytest.Pytester, mark: str) -> None:
             s.bind(("127.0.0.1", int(line)))
 
 
+CONFIG_SUITE = """
+        import pytest
+        from confluent_kafka.admin import AdminClient, ConfigResource
+
+        @pytest.fixture
+        def odradek_config():
+            return {"num.partitions": 4}
+
+        def partitions(broker, topic):
+            from confluent_kafka import Producer
+            p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+            p.produce(topic, b"x")
+            p.flush(10)
+            md = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(topic)
+            return len(md.topics[topic].partitions)
+
+        def test_module_override(odradek_broker_fresh):
+            assert partitions(odradek_broker_fresh, "a") == 4
+
+        @pytest.mark.odradek_config({"num.partitions": 2})
+        def test_marker_wins(odradek_broker_fresh):
+            assert partitions(odradek_broker_fresh, "b") == 2
+
+        def test_session_broker_from_ini(odradek_broker):
+            assert partitions(odradek_broker, "c") == 5
+        """
+
+
 def test_a_users_suite_uses_the_three_fixtures_with_three_clients(
         pytester: pytest.Pytester, isolated: str) -> None:
-    pytester.makepyfile(test_app=USER_SUITE.read_text())
+    """With the broker properties per module, per test (marker) and per session (ini)."""
+    pytester.makepyfile(test_app=USER_SUITE.read_text(), test_config=CONFIG_SUITE)
+    pytester.makeini("[pytest]\nodradek_broker_config =\n    num.partitions=5\n")
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=240)
-    result.assert_outcomes(passed=5)
+    result.assert_outcomes(passed=8)
     assert_nothing_left(pytester, isolated)
 
 
@@ -83,39 +113,6 @@ def test_a_broker_a_test_never_stops_fails_the_run_naming_the_test(
         "odradek: 2 broker(s) and 0 cluster(s) were never stopped (started in "
         "test_leaky.py::test_forgets_its_broker; "
         "test_leaky.py::test_forgets_its_broker_process); stopped them now"])
-    assert_nothing_left(pytester, isolated)
-
-
-def test_properties_per_module_and_per_test(pytester: pytest.Pytester, isolated: str) -> None:
-    pytester.makepyfile(test_config="""
-        import pytest
-        from confluent_kafka.admin import AdminClient, ConfigResource
-
-        @pytest.fixture
-        def odradek_config():
-            return {"num.partitions": 4}
-
-        def partitions(broker, topic):
-            from confluent_kafka import Producer
-            p = Producer({"bootstrap.servers": broker.bootstrap_servers})
-            p.produce(topic, b"x")
-            p.flush(10)
-            md = AdminClient({"bootstrap.servers": broker.bootstrap_servers}).list_topics(topic)
-            return len(md.topics[topic].partitions)
-
-        def test_module_override(odradek_broker_fresh):
-            assert partitions(odradek_broker_fresh, "a") == 4
-
-        @pytest.mark.odradek_config({"num.partitions": 2})
-        def test_marker_wins(odradek_broker_fresh):
-            assert partitions(odradek_broker_fresh, "b") == 2
-
-        def test_session_broker_from_ini(odradek_broker):
-            assert partitions(odradek_broker, "c") == 5
-        """)
-    pytester.makeini("[pytest]\nodradek_broker_config =\n    num.partitions=5\n")
-    result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
-    result.assert_outcomes(passed=3)
     assert_nothing_left(pytester, isolated)
 
 

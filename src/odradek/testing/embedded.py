@@ -16,6 +16,7 @@ import atexit
 import concurrent.futures
 import contextlib
 import errno
+import inspect
 import logging
 import os
 import shutil
@@ -239,8 +240,9 @@ class EmbeddedBroker:
         from odradek.server.broker import Broker
 
         self._stop_event = asyncio.Event()
+        from odradek.testing.fault_step import FaultStep
+
         broker = Broker(config)
-        broker.faults = self._faults
         try:
             await broker.start()
         except BaseException as e:
@@ -248,6 +250,7 @@ class EmbeddedBroker:
                 await broker.stop()
             ready.set_exception(e)
             return
+        broker.pipeline.faults = FaultStep(self._faults)
         self.broker = broker
         self.port = broker.bound["PLAINTEXT"][1]
         ready.set_result(None)
@@ -262,14 +265,18 @@ class EmbeddedBroker:
                            str(context.get("message")))
         loop.default_exception_handler(context)
 
-    def call(self, fn: Callable[[Broker], T], timeout: float = 30.0) -> T:
-        """Run `fn(broker)` on the broker's loop (in-process) and return its result."""
+    def call(self, fn: Callable[[Broker], Any], timeout: float = 30.0) -> Any:
+        """Run `fn(broker)` on the broker's loop (in-process), awaiting what it returns
+        if it is awaitable, and return the result."""
         loop, broker = self._loop, self.broker
         if loop is None or broker is None or not self.running:
             raise TestkitError("the broker is not running")
 
-        async def run() -> T:
-            return fn(broker)
+        async def run() -> Any:
+            result = fn(broker)
+            if inspect.isawaitable(result):
+                return await result
+            return result
 
         return self._await(run(), timeout)
 

@@ -1,8 +1,10 @@
-"""The request pipeline's fault step: applies a `Faults` decision to one request.
+"""The request pipeline's fault step (server/pipeline.py): applies a `Faults` decision
+to one request.
 
-The connection calls `intercept` only while a broker has fault rules; it gets back the
-handler to call — the real one, or one that answers the injected error, closes the
-connection, or waits first.
+A step answers None to let the request go on, or what to answer instead: here a
+KafkaError (the pipeline builds the API's error response at the request's version, or
+closes an acks=0 producer's connection, as for any real failure), CLOSE_CONNECTION, or
+an awaitable that waits and then runs the handler itself.
 """
 
 from __future__ import annotations
@@ -10,47 +12,42 @@ from __future__ import annotations
 import asyncio
 import inspect
 import uuid
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from odradek.server.handlers.base import CLOSE_CONNECTION, HandlerResult, RequestContext
-from odradek.testing.faults import Answer, Delay
-
-if TYPE_CHECKING:
-    from odradek.server.broker import Broker
-
-Handle = Callable[[RequestContext, Any], HandlerResult]
-_PRODUCE = 0
+from odradek.protocol.errors import KafkaError
+from odradek.server.handlers import HANDLERS
+from odradek.server.handlers.base import CLOSE_CONNECTION, RequestContext
+from odradek.testing.faults import Delay, Fail, Faults
 
 
-def intercept(broker: Broker, api_key: int, version: int, request: Any,
-              handle: Handle) -> Handle:
-    faults = broker.faults
-    assert faults is not None
+class FaultStep:
+    def __init__(self, faults: Faults) -> None:
+        self.faults = faults
 
-    def topic_of_id(topic_id: uuid.UUID) -> str | None:
-        info = broker.controller.image.topic_by_id(topic_id)
-        return info.name if info is not None else None
+    def __call__(self, ctx: RequestContext, request: Any) -> Any:
+        if not self.faults.active:  # one attribute read while a test sets no faults
+            return None
+        api_key = ctx.header.api_key
 
-    action = faults.decide(api_key, version, request, topic_of_id)
-    if action is None:
-        return handle
-    if isinstance(action, Answer):
-        if api_key == _PRODUCE and getattr(request, "acks", 1) == 0:
-            # acks=0 gets no response: a broker tells such a producer of an error by
-            # closing its connection, as Kafka does
-            return lambda _ctx, _req: CLOSE_CONNECTION
-        response = action.response
-        return lambda _ctx, _req: response
-    if isinstance(action, Delay):
-        seconds = action.ms / 1000
+        def topic_of_id(topic_id: uuid.UUID) -> str | None:
+            info = ctx.metadata.image.topic_by_id(topic_id)
+            return info.name if info is not None else None
 
-        async def delayed(ctx: RequestContext, req: Any) -> Any:
-            await asyncio.sleep(seconds)
-            result = handle(ctx, req)
-            if inspect.isawaitable(result):
-                return await result
-            return result
+        action = self.faults.decide(api_key, ctx.version, request, topic_of_id)
+        if action is None:
+            return None
+        if isinstance(action, Fail):
+            return KafkaError(f"{action.error.name.upper()} (injected by odradek.testing)",
+                              action.error)
+        if isinstance(action, Delay):
+            return _delayed(action.ms / 1000, ctx, request)
+        return CLOSE_CONNECTION
 
-        return delayed
-    return lambda _ctx, _req: CLOSE_CONNECTION
+
+async def _delayed(seconds: float, ctx: RequestContext, request: Any) -> Any:
+    """Wait, then handle the request as if nothing happened (this step is the last)."""
+    await asyncio.sleep(seconds)
+    result = HANDLERS[ctx.header.api_key].handle(ctx, request)
+    if inspect.isawaitable(result):
+        return await result
+    return result

@@ -1,11 +1,12 @@
 """Injected faults: which requests fail, wait or lose their connection (sans-IO).
 
 `Faults` holds the rules a test sets (`fail`, `delay`, `disconnect`) and, for each
-request the broker decodes, decides what happens to it: nothing (`None`), or an
-`Answer` (the response a real broker sends when the request fails with that error, at
-the request's version), a `Delay` (then handled as usual) or a `Disconnect`. The server
-applies the decision (testing/fault_step.py); this module never touches a socket or a
-loop, so a test thread can set rules while the broker's loop reads them.
+request the broker decodes, decides what happens to it: nothing (`None`), a `Fail`
+(the request fails with that error: the request pipeline answers with the API's error
+response at the request's version, as for any real failure — server/error_responses.py),
+a `Delay` (then handled as usual) or a `Disconnect`. The pipeline's fault step applies
+the decision (testing/fault_step.py); this module never touches a socket or a loop, so a
+test thread can set rules while the broker's loop reads them.
 
     broker.faults.fail("Produce", "NOT_LEADER_OR_FOLLOWER", count=2)
     broker.faults.delay("Fetch", 500)
@@ -15,6 +16,7 @@ loop, so a test thread can set rules while the broker's loop reads them.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import logging
 import threading
@@ -27,11 +29,10 @@ from kio.schema.errors import ErrorCode
 from kio.schema.index import api_key_map
 
 from odradek.protocol.messages import Message
-from odradek.testing.error_response import error_response
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Answer", "Delay", "Disconnect", "Fault", "FaultError", "Faults"]
+__all__ = ["Delay", "Disconnect", "Fail", "Fault", "FaultError", "Faults"]
 
 
 class FaultError(ValueError):
@@ -39,10 +40,9 @@ class FaultError(ValueError):
 
 
 @dataclass(frozen=True)
-class Answer:
-    """Answer with this response instead of handling the request."""
+class Fail:
+    """Fail the request with this error instead of handling it."""
 
-    response: Message
     error: ErrorCode
 
 
@@ -59,7 +59,7 @@ class Disconnect:
     """Close the connection instead of answering."""
 
 
-Action = Answer | Delay | Disconnect
+Action = Fail | Delay | Disconnect
 
 
 @dataclass
@@ -215,7 +215,7 @@ class Faults:
         if rule.kind == "disconnect":
             return Disconnect()
         assert rule.error is not None
-        return Answer(error_response(api_key, version, request, rule.error), rule.error)
+        return Fail(rule.error)
 
     def _match(self, api_key: int, request: Message,
                topic_of_id: Callable[[uuid.UUID], str | None]) -> Fault | None:
@@ -234,8 +234,6 @@ class Faults:
 
 def request_topics(request: Any, topic_of_id: Callable[[uuid.UUID], str | None]) -> set[str]:
     """The topics a request names, by name or (Fetch v13+) by id."""
-    from odradek.testing.error_response import _attrs, _is_list
-
     out: set[str] = set()
     for name in _attrs(request):
         value = getattr(request, name)
@@ -255,3 +253,17 @@ def request_topics(request: Any, topic_of_id: Callable[[uuid.UUID], str | None])
                 if resolved:
                     out.add(resolved)
     return out
+
+
+def _is_list(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and not hasattr(value, "_fields")
+
+
+def _attrs(obj: Any) -> tuple[str, ...]:
+    """Field names of a request: kio's dataclasses or the hand-written decoders' named
+    tuples and slotted classes (protocol/produce_request.py)."""
+    if dataclasses.is_dataclass(obj):
+        return tuple(f.name for f in dataclasses.fields(obj))
+    if hasattr(obj, "_fields"):
+        return tuple(obj._fields)
+    return tuple(getattr(obj, "__slots__", ()))
