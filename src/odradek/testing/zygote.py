@@ -35,7 +35,7 @@ class SpawnedProcess:
     def __init__(self, log_path: Path) -> None:
         with open(log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "odradek.testing.child"], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "odradek.testing._process"], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, stderr=log, text=True, bufsize=1,
                 # not in the test's process group: a Ctrl-C reaches the test, which stops us
                 start_new_session=True)
@@ -101,7 +101,7 @@ class Zygote:
         ours, theirs = socket.socketpair()
         with open(log_path, "ab") as log:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "odradek.testing.child", "--zygote",
+                [sys.executable, "-m", "odradek.testing._process", "--zygote",
                  str(theirs.fileno())], pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
         theirs.close()
