@@ -63,6 +63,20 @@ def test_a_port_already_taken_is_a_one_line_error_and_leaves_nothing() -> None:
     assert set(threading.enumerate()) == threads
 
 
+def test_a_broker_whose_loop_dies_is_reported_at_stop_in_one_line() -> None:
+    threads = set(threading.enumerate())
+    broker = EmbeddedBroker().start()
+    data = broker.data_dir
+    assert broker._loop is not None
+    broker._loop.call_soon_threadsafe(broker._loop.stop)  # as a crash of the loop
+    with pytest.raises(TestkitError, match=r"crashed: RuntimeError: Event loop stopped"):
+        broker.stop()
+    assert not broker.running and data is not None and not data.exists()
+    assert set(threading.enumerate()) == threads
+    with socket.socket() as s:  # its port was closed
+        s.bind(("127.0.0.1", broker.port))
+
+
 def test_restart_keeps_data_and_port_and_stop_removes_the_data(tmp_path: Path) -> None:
     broker = EmbeddedBroker({"num.partitions": 1}).start()
     try:

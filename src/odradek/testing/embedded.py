@@ -101,6 +101,7 @@ class EmbeddedBroker:
         self._child: ChildBroker | None = None
         self.broker: Broker | None = None  # the Broker object (in-process only)
         self.errors: list[str] = []  # unexpected exceptions on the broker's loop
+        self.crash: str | None = None  # why the broker's loop died, if it did
         self.started_in = ""  # the test that started it (for the plugin's leak report)
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -183,6 +184,9 @@ class EmbeddedBroker:
                                f"within {timeout}s")
         self._thread = self._loop = self._stop_event = None
         self.broker = None
+        if self.crash is not None:
+            crash, self.crash = self.crash, None
+            raise TestkitError(f"the broker on {self.host}:{self.port} crashed: {crash}")
 
     def _remove_own_dir(self) -> None:
         if self._root is not None and not self.running:
@@ -227,10 +231,14 @@ class EmbeddedBroker:
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._main(config, ready))
-        except BaseException as e:  # the broker died: say so where tests look
-            self.errors.append(f"{type(e).__name__}: {e}")
+        except BaseException as e:  # the broker died: stop() says so, in one line
+            self.crash = f"{type(e).__name__}: {e}"
             if not ready.done():
                 ready.set_exception(e)
+            broker = self.broker
+            if broker is not None:  # close its listeners and files all the same
+                with contextlib.suppress(BaseException):
+                    loop.run_until_complete(broker.stop())
         finally:
             with contextlib.suppress(Exception):
                 loop.run_until_complete(loop.shutdown_default_executor())
@@ -238,9 +246,9 @@ class EmbeddedBroker:
 
     async def _main(self, config: Any, ready: concurrent.futures.Future[None]) -> None:
         from odradek.server.broker import Broker
+        from odradek.testing.fault_step import FaultStep
 
         self._stop_event = asyncio.Event()
-        from odradek.testing.fault_step import FaultStep
 
         broker = Broker(config)
         try:
