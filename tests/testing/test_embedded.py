@@ -47,6 +47,8 @@ def test_unknown_broker_property_is_refused_naming_the_nearest() -> None:
         EmbeddedBroker({"num.partitions": "many"})
     with pytest.raises(TestkitError, match="pass data_dir= instead"):
         EmbeddedBroker({"log.dirs": "/tmp/x"})
+    with pytest.raises(TestkitError, match="pass host= and port= instead"):
+        EmbeddedBroker({"listeners": "PLAINTEXT://127.0.0.1:9092"})
 
 
 def test_a_port_already_taken_is_a_one_line_error_and_leaves_nothing() -> None:

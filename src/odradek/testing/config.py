@@ -54,6 +54,9 @@ def broker_properties(config: Mapping[str, str | int | float | bool] | None,
             raise TestkitError(f"unknown broker property {name!r}{hint}")
         if name in ("log.dirs", "log.dir"):
             raise TestkitError(f"{name} is set by the test broker: pass data_dir= instead")
+        if name == "listeners":
+            raise TestkitError("listeners is set by the test broker: pass host= and port= "
+                               "instead")
         props[name] = _text(value)
         try:
             BROKER_CONFIGS[name].parse(props[name])
