@@ -105,14 +105,22 @@ def test_a_broker_a_test_never_stops_fails_the_run_naming_the_test(
 
         def test_forgets_its_broker_process():
             remember(EmbeddedBroker(process=True).start())
+
+        def test_forgets_its_cluster():
+            from odradek.testing import EmbeddedCluster
+
+            cluster = EmbeddedCluster(1).start()
+            with open("ports.txt", "a") as f:
+                f.write(f"{cluster.ports[1]}\\n")
         """)
     result = pytester.runpytest_subprocess("-q", "-p", "no:cacheprovider", timeout=120)
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     assert result.ret != 0
     result.stdout.fnmatch_lines([
-        "odradek: 2 broker(s) and 0 cluster(s) were never stopped (started in "
+        "odradek: 2 broker(s) and 1 cluster(s) were never stopped (started in "
         "test_leaky.py::test_forgets_its_broker; "
-        "test_leaky.py::test_forgets_its_broker_process); stopped them now"])
+        "test_leaky.py::test_forgets_its_broker_process; "
+        "test_leaky.py::test_forgets_its_cluster); stopped them now"])
     assert_nothing_left(pytester, isolated)
 
 
