@@ -4,7 +4,10 @@ pass; CreateAcls/DescribeAcls/DeleteAcls through confluent-kafka's AdminClient."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -161,3 +164,30 @@ def test_acls_survive_a_restart(acl_broker: Broker) -> None:
     admin = acl_broker.admin()
     found = admin.describe_acls(everything).result(15)
     assert [b.principal for b in found] == ["User:dave"]
+
+
+def test_odradek_acls_adds_lists_and_removes_as_kafka_acls_does(
+        acl_broker: Broker, tmp_path: Path) -> None:
+    props = tmp_path / "admin.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in acl_broker.client("admin").items()
+                             if k != "bootstrap.servers"))
+    base = [sys.executable, "-m", "odradek", "acls", "--bootstrap-server",
+            f"127.0.0.1:{acl_broker.sasl_port}", "--command-config", str(props)]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=60)
+
+    added = run("--add", "--allow-principal", "User:erin", "--operation", "Read",
+                "--operation", "Describe", "--topic", "erins", "--group", "erin-g")
+    assert added.returncode == 0, added.stderr
+    assert ("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=erins, "
+            "patternType=LITERAL)`:") in added.stdout
+    assert "(principal=User:erin, host=*, operation=READ, permissionType=ALLOW)" in added.stdout
+    listed = run("--list", "--topic", "erins")
+    assert "operation=DESCRIBE" in listed.stdout and "erin-g" not in listed.stdout
+    removed = run("--remove", "--force", "--allow-principal", "User:erin", "--topic", "erins")
+    assert removed.returncode == 0, removed.stderr
+    assert "User:erin" not in run("--list", "--topic", "erins").stdout
+    both = run("--add", "--list", "--topic", "erins")
+    assert both.returncode != 0
+    assert "exactly one action" in both.stderr and len(both.stderr.strip().splitlines()) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from odradek.cli import (
+    acls,
     advise,
     cluster,
     configs,
@@ -41,6 +42,7 @@ app.add_typer(configs.app, name="configs")
 app.command("produce")(console_io.produce)
 app.command("consume")(console_io.consume)
 app.command("dump-log")(dump_log.dump_log)
+app.command("acls")(acls.acls)
 app.command("delete-records")(delete_records.delete_records)
 app.add_typer(groups.app, name="groups")
 app.command("lag")(lag.lag)
