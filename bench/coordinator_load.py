@@ -44,8 +44,8 @@ class LocalOffsetsLog:
         self.topics = TopicsView(lambda name: (uuid.UUID(int=1), 2), lambda _id: "t",
                                  lambda: ["t"])
 
-    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
-                     ) -> None:
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+                     **_: object) -> None:
         self.log.append_as_leader(bytearray(encode_batch(
             [NewRecord(key=k, value=v) for k, v in records])), 0)
 
@@ -58,7 +58,7 @@ class LocalOffsetsLog:
     def log_start_offset(self, partition: int) -> int:
         return self.log.log_start_offset
 
-    def coordinator_epoch(self, partition: int) -> int:
+    def leader_epoch(self, partition: int) -> int:
         return 0
 
 

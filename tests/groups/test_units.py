@@ -7,6 +7,7 @@ import asyncio
 import struct
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -130,8 +131,8 @@ class MemoryLog:
         self.topics = TopicsView(lambda name: (uuid.UUID(int=1), 1), lambda _id: "t",
                                  lambda: ["t"])
 
-    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
-                     ) -> None:
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+                     **_: Any) -> None:
         batches = self.batches.setdefault(partition, [])
         base = sum(len(next(iter(decode_batches(b)))) for b in batches)
         batches.append(encode_batch([NewRecord(key=k, value=v) for k, v in records],
@@ -143,6 +144,9 @@ class MemoryLog:
         return (data if offset < end else b""), end
 
     def log_start_offset(self, partition: int) -> int:
+        return 0
+
+    def leader_epoch(self, partition: int) -> int:
         return 0
 
 

@@ -7,7 +7,7 @@ Kafka's answers for each bad input, the fencing rules, the timers, the replay of
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import pytest
@@ -28,10 +28,11 @@ class MemoryLog:
         self.records: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self.fail_with: ErrorCode | None = None
 
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
+    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+                     **_: Any) -> None:
         if self.fail_with is not None:
             raise KafkaError("injected", self.fail_with)
-        self.records.setdefault(partition, []).append((key, value))
+        self.records.setdefault(partition, []).extend(records)
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         records = self.records.get(partition, [])
@@ -42,7 +43,7 @@ class MemoryLog:
     def log_start_offset(self, partition: int) -> int:
         return 0
 
-    def coordinator_epoch(self, partition: int) -> int:
+    def leader_epoch(self, partition: int) -> int:
         return 3
 
     def states(self, transactional_id: str) -> list[TxnLogValue | None]:

@@ -1,66 +1,40 @@
 """The broker's side of the group coordinator: `__consumer_offsets` and the topics.
 
 The coordinator (coordinator/group) knows no broker; this adapter gives it the
-offsets partitions through the replica manager — appends as the leader, in v2
-batches whose offsets the log assigns — and the topics from the metadata image.
-It also creates `__consumer_offsets` on the first FindCoordinator, as Kafka does.
+offsets partitions through the replica manager (the runtime's `ReplicaLog`) and the
+topics from the metadata image, and tells it which offsets partitions this broker
+leads. It also creates `__consumer_offsets` on the first FindCoordinator, as Kafka does.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from odradek.coordinator.group import GroupConfig, GroupCoordinator
 from odradek.coordinator.group.consumer import TopicsView
+from odradek.coordinator.group.coordinator import OFFSETS_TOPIC
+from odradek.coordinator.runtime import ReplicaLog
 from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExists
-from odradek.protocol.records import NewRecord, encode_batch
-from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
+__all__ = ["OFFSETS_TOPIC", "create_group_coordinator", "ensure_internal_topic",
+           "ensure_offsets_topic", "follow_leadership", "led_partitions"]
 
 
-class BrokerOffsetsLog:
+class BrokerOffsetsLog(ReplicaLog):
+    """`__consumer_offsets` through the replica manager, and the topics of the image."""
+
     def __init__(self, broker: Broker) -> None:
+        super().__init__(broker.replicas, OFFSETS_TOPIC, lambda: commit_timeout_ms(broker))
         self.broker = broker
         self.topics = TopicsView(self._by_name, self._name_of, self._all_names)
-
-    # ---- the coordinator's interface --------------------------------------------
-
-    async def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]]
-                     ) -> None:
-        p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
-        batch = bytearray(encode_batch([NewRecord(key=k, value=v) for k, v in records]))
-        await p.append_committed(batch, self._timeout_s())
-
-    async def append_transactional(self, partition: int,
-                                   records: Sequence[tuple[bytes, bytes | None]],
-                                   producer_id: int, producer_epoch: int) -> None:
-        p = self.broker.replicas.get(OFFSETS_TOPIC, partition)
-        # Kafka writes TxnOffsetCommit as the producer's transactional batch, sequence 0,
-        # appended as the coordinator (no sequence checks): the transaction's marker in
-        # this partition then decides whether the offsets count.
-        batch = bytearray(encode_batch([NewRecord(key=k, value=v) for k, v in records],
-                                       producer_id=producer_id, producer_epoch=producer_epoch,
-                                       base_sequence=0, transactional=True))
-        await p.append_committed(batch, self._timeout_s(), origin=AppendOrigin.COORDINATOR)
-
-    def _timeout_s(self) -> float:
-        return int(self.broker.config["offsets.commit.timeout.ms"]) / 1000
-
-    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        return self.broker.replicas.get(OFFSETS_TOPIC, partition).read_to_log_end(
-            offset, max_bytes)
-
-    def log_start_offset(self, partition: int) -> int:
-        return self.broker.replicas.get(OFFSETS_TOPIC, partition).log.log_start_offset
 
     def _by_name(self, name: str) -> tuple[uuid.UUID, int] | None:
         info = self.broker.controller.image.topics.get(name)
@@ -72,6 +46,12 @@ class BrokerOffsetsLog:
 
     def _all_names(self) -> Iterable[str]:
         return list(self.broker.controller.image.topics)
+
+
+def commit_timeout_ms(broker: Broker) -> int:
+    """How long a coordinator's write waits for the ISR (Kafka's name says offsets; its
+    transaction coordinator waits as long)."""
+    return int(broker.config["offsets.commit.timeout.ms"])
 
 
 def create_group_coordinator(broker: Broker) -> GroupCoordinator:
@@ -109,14 +89,15 @@ async def ensure_internal_topic(broker: Broker, name: str, partitions: int, repl
     return True
 
 
+def led_partitions(broker: Broker, topic: str) -> set[int]:
+    """The partitions of an internal topic this broker leads (and holds a replica of)."""
+    info = broker.controller.image.topics.get(topic)
+    if info is None:
+        return set()
+    return {p.partition for p in info.partitions
+            if p.leader == broker.node_id and (topic, p.partition) in broker.replicas.partitions}
+
+
 def follow_leadership(broker: Broker) -> None:
     """Tell the coordinator which offsets partitions this broker leads now."""
-    info = broker.controller.image.topics.get(OFFSETS_TOPIC)
-    led = set()
-    if info is not None:
-        led = {p.partition for p in info.partitions
-               if p.leader == broker.node_id
-               and (OFFSETS_TOPIC, p.partition) in broker.replicas.partitions}
-    groups = broker.groups
-    groups.on_resigned(groups.led - led)
-    groups.on_elected(sorted(led - groups.led))
+    broker.groups.follow(led_partitions(broker, OFFSETS_TOPIC))

@@ -1,8 +1,9 @@
 """The broker's side of the transaction coordinator: `__transaction_state` and markers.
 
 The coordinator (coordinator/txn) knows no broker; this adapter gives it
-- the `__transaction_state` partitions through the replica manager, created on the
-  first FindCoordinator for a transactional id, as Kafka does;
+- the `__transaction_state` partitions through the replica manager (the runtime's
+  `ReplicaLog`), created on the first FindCoordinator for a transactional id, as
+  Kafka does, and which of them this broker leads;
 - a `MarkerWriter` that appends COMMIT/ABORT markers as the partitions' leader: a local
   append for the partitions this broker leads (`LocalMarkers.write`, also what
   WriteTxnMarkers runs), WriteTxnMarkers to the other leaders in a cluster
@@ -17,14 +18,19 @@ import logging
 from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from odradek.coordinator.runtime import ReplicaLog
 from odradek.coordinator.txn import (
     TRANSACTION_STATE_TOPIC,
     TransactionCoordinator,
     TxnConfig,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import NewRecord, encode_batch
-from odradek.server.group_storage import OFFSETS_TOPIC, ensure_internal_topic
+from odradek.server.group_storage import (
+    OFFSETS_TOPIC,
+    commit_timeout_ms,
+    ensure_internal_topic,
+    led_partitions,
+)
 from odradek.server.txn_markers import RemoteMarkers, split_by_leader
 
 if TYPE_CHECKING:
@@ -43,28 +49,6 @@ def fenced_code(code: ErrorCode, version: int, first_version_with_fenced: int) -
     if code == ErrorCode.producer_fenced and version < first_version_with_fenced:
         return ErrorCode.invalid_producer_epoch
     return code
-
-
-class BrokerTxnLog:
-    """The coordinator's `TxnLog`: appends as the leader (acks=all), loads up to the log end."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
-        p = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition)
-        await p.append_committed(bytearray(encode_batch([NewRecord(key=key, value=value)])),
-                                 int(self.broker.config["offsets.commit.timeout.ms"]) / 1000)
-
-    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        return self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition).read_to_log_end(
-            offset, max_bytes)
-
-    def log_start_offset(self, partition: int) -> int:
-        return self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition).log.log_start_offset
-
-    def coordinator_epoch(self, partition: int) -> int:
-        return self.broker.replicas.get(TRANSACTION_STATE_TOPIC, partition).leader_epoch
 
 
 class LocalMarkers:
@@ -109,8 +93,10 @@ class BrokerTransactions:
         self.broker = broker
         self.markers = LocalMarkers(broker)
         self.coordinator = TransactionCoordinator(
-            TxnConfig.from_broker(broker.config.values()), BrokerTxnLog(broker), self.markers,
-            broker.controller.allocate_producer_id)
+            TxnConfig.from_broker(broker.config.values()),
+            ReplicaLog(broker.replicas, TRANSACTION_STATE_TOPIC,
+                       lambda: commit_timeout_ms(broker)),
+            self.markers, broker.controller.allocate_producer_id)
 
     def start(self) -> None:
         self.follow_leadership()
@@ -135,16 +121,7 @@ class BrokerTransactions:
 
     def follow_leadership(self) -> None:
         """Tell the coordinator which `__transaction_state` partitions we lead now."""
-        broker = self.broker
-        info = broker.controller.image.topics.get(TRANSACTION_STATE_TOPIC)
-        led = set()
-        if info is not None:
-            led = {p.partition for p in info.partitions
-                   if p.leader == broker.node_id
-                   and (TRANSACTION_STATE_TOPIC, p.partition) in broker.replicas.partitions}
-        coordinator = self.coordinator
-        coordinator.on_resigned(coordinator.led - led)
-        coordinator.on_elected(sorted(led - coordinator.led))
+        self.coordinator.follow(led_partitions(self.broker, TRANSACTION_STATE_TOPIC))
 
     # ---- what handlers/find_coordinator.py and init_producer_id.py call -------------------
 

@@ -2,7 +2,8 @@
 
 `GroupCoordinator` (coordinator.py) is the entry point; classic.py is the classic
 protocol's state machine, consumer.py KIP-848's, assignors.py the server-side
-assignors, loader.py the replay of `__consumer_offsets`.
+assignors, shard.py one offsets partition's groups on the coordinator runtime (its
+replay of `__consumer_offsets`).
 """
 
 from odradek.coordinator.group.coordinator import (

@@ -8,27 +8,23 @@ becomes a partition's leader it replays the partition from its log start and the
 groups come back, and until that finishes their requests get
 COORDINATOR_LOAD_IN_PROGRESS. A write is answered only after the log took it.
 
-The broker reaches us through `OffsetsLog`: append to and read from an offsets
-partition, and look topics up. Nothing here knows of sockets or the server.
+The coordinator runtime (coordinator/runtime) does the leadership, loading, writes
+and timers; each partition's groups are a shard on it (shard.py). The broker reaches
+us through `OffsetsLog`: the runtime's log of the offsets partitions, and the topics.
+Nothing here knows of sockets or the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Protocol
 
 from odradek.coordinator.group import txn_offsets
 from odradek.coordinator.group.classic import ClassicGroup, JoinResult, State, SyncResult
 from odradek.coordinator.group.consumer import ConsumerGroup, HeartbeatResult, TopicsView
-from odradek.coordinator.group.errors import (
-    CoordinatorLoadInProgress,
-    GroupIdNotFound,
-    InvalidGroupId,
-    NotCoordinator,
-)
-from odradek.coordinator.group.loader import replay
+from odradek.coordinator.group.errors import GroupIdNotFound, InvalidGroupId
 from odradek.coordinator.group.model import (
     Group,
     GroupConfig,
@@ -37,6 +33,8 @@ from odradek.coordinator.group.model import (
     TopicPartition,
     now_ms,
 )
+from odradek.coordinator.group.shard import GroupShard
+from odradek.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, CoordinatorTimer
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.group_records import (
     GroupMetadataKey,
@@ -51,22 +49,13 @@ log = logging.getLogger(__name__)
 Record = tuple[bytes, bytes | None]
 
 
-class OffsetsLog(Protocol):
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class OffsetsLog(CoordinatorLog, Protocol):
     """The `__consumer_offsets` partitions and the topics, as the broker offers them."""
 
     topics: TopicsView
-
-    async def append(self, partition: int, records: Sequence[Record]) -> None:
-        """Append as the leader; returns once the write is committed (raises KafkaError)."""
-
-    async def append_transactional(self, partition: int, records: Sequence[Record],
-                                   producer_id: int, producer_epoch: int) -> None:
-        """The same, as a transactional batch of the producer (TxnOffsetCommit)."""
-
-    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        """(whole record batches from `offset`, the log end)."""
-
-    def log_start_offset(self, partition: int) -> int: ...
 
 
 def java_hash_code(text: str) -> int:
@@ -83,159 +72,100 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (java_hash_code(group_id) & 0x7FFFFFFF) % partitions
 
 
-def _append_error(e: KafkaError, commit: bool = False) -> ErrorCode:
-    """What a failed write to `__consumer_offsets` tells the client (as Kafka maps it)."""
-    code = e.code
-    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
-        return ErrorCode.coordinator_not_available
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large,
-                ErrorCode.invalid_fetch_size):
-        return ErrorCode.invalid_commit_offset_size if commit else ErrorCode.unknown_server_error
-    return code
-
-
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, offsets_log: OffsetsLog) -> None:
         self.config = config
         self.log = offsets_log
-        self.groups: dict[str, Group] = {}
-        self.led: set[int] = set()
-        self.loading: set[int] = set()
-        self._tasks: set[asyncio.Future[Any]] = set()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.runtime: CoordinatorRuntime[GroupShard] = CoordinatorRuntime(
+            OFFSETS_TOPIC, offsets_log, self._new_shard)
+        self.runtime.every(config.offsets_retention_check_interval_ms, self.expire_offsets)
 
-    # ---- runtime services for the groups ----------------------------------------
-
-    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> asyncio.TimerHandle:
-        return asyncio.get_running_loop().call_later(delay_ms / 1000, fn)
-
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("group coordinator task failed", exc_info=task.exception())
-
-    async def store_group(self, group: Group, record: Record) -> None:
-        try:
-            await self.log.append(group.partition, [record])
-        except KafkaError as e:
-            raise KafkaError(str(e), _append_error(e)) from e
+    def _new_shard(self, partition: int, timer: CoordinatorTimer) -> GroupShard:
+        return GroupShard(partition, self.config, timer, self.runtime)
 
     def start(self) -> None:
-        self.spawn(self._expire_periodically())
+        self.runtime.start()
 
     def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for group in self.groups.values():
-            if isinstance(group, ClassicGroup | ConsumerGroup):
-                group.remove_all()
+        self.runtime.stop()
 
     # ---- partitions ---------------------------------------------------------------
+
+    @property
+    def led(self) -> set[int]:
+        return self.runtime.led
+
+    @property
+    def loading(self) -> set[int]:
+        return self.runtime.loading
+
+    @property
+    def groups(self) -> Mapping[str, Group]:
+        """Every group of the partitions led here (a read-only view)."""
+        return _AllGroups(self.runtime)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_partitions)
 
+    def follow(self, led: Iterable[int]) -> None:
+        """This broker leads exactly these offsets partitions now."""
+        self.runtime.follow(led)
+
     def on_elected(self, partitions: Iterable[int]) -> None:
         """This broker leads these offsets partitions now: load their groups."""
-        for p in partitions:
-            if p in self.led:
-                continue
-            self.led.add(p)
-            self.loading.add(p)
-            self.spawn(self._load(p))
+        self.runtime.on_elected(partitions)
 
     def on_resigned(self, partitions: Iterable[int]) -> None:
-        gone = set(partitions)
-        self.led -= gone
-        self.loading -= gone
-        for group_id, group in list(self.groups.items()):
-            if group.partition in gone:
-                if isinstance(group, ClassicGroup | ConsumerGroup):
-                    group.remove_all()
-                del self.groups[group_id]
+        self.runtime.on_resigned(partitions)
 
-    async def _load(self, partition: int) -> None:
-        started = asyncio.get_running_loop().time()
-        try:
-            loaded = await replay(self.log, partition, self)
-        except Exception:
-            log.exception("loading __consumer_offsets-%d failed", partition)
-            self.loading.discard(partition)
-            self.led.discard(partition)
-            return
-        if partition not in self.led:
-            return
-        for group in loaded.values():
-            self.groups[group.group_id] = group
-            if isinstance(group, ClassicGroup):
-                group.start_timers()
-        self.loading.discard(partition)
-        if loaded:
-            log.info("loaded %d groups from __consumer_offsets-%d in %.3fs", len(loaded),
-                     partition, asyncio.get_running_loop().time() - started)
-
-    def new_classic(self, group_id: str, partition: int) -> ClassicGroup:
-        return ClassicGroup(group_id, partition, self)
-
-    def _check(self, group_id: str | None) -> int:
+    def _check(self, group_id: str | None) -> GroupShard:
+        """The shard of the group's partition, if it is served here (raises KafkaError)."""
         if not group_id:
             raise InvalidGroupId(f"invalid group id {group_id!r}")
-        partition = self.partition_for(group_id)
-        if partition not in self.led:
-            raise NotCoordinator(f"not the coordinator of group {group_id}")
-        if partition in self.loading:
-            raise CoordinatorLoadInProgress(f"group {group_id} is loading")
-        return partition
+        return self.runtime.shard(self.partition_for(group_id), f"group {group_id}")
 
     def group(self, group_id: str) -> Group | None:
         """The group, after checking this broker coordinates it (raises KafkaError)."""
-        self._check(group_id)
-        return self.groups.get(group_id)
+        return self._check(group_id).groups.get(group_id)
 
     def classic_group(self, group_id: str, create: bool) -> ClassicGroup | None:
-        partition = self._check(group_id)
-        group = self.groups.get(group_id)
+        shard = self._check(group_id)
+        groups = shard.groups
+        group = groups.get(group_id)
         if isinstance(group, ConsumerGroup):
             if not group.is_empty():
                 raise KafkaError(f"group {group_id} is a consumer group",
                                  ErrorCode.inconsistent_group_protocol)
             if not create:
                 return None
-            group = self._convert(group, ClassicGroup(group_id, partition, self))
+            group = self._convert(shard, group, ClassicGroup(group_id, shard.partition, shard))
         if group is None and create:
-            group = self.groups[group_id] = ClassicGroup(group_id, partition, self)
+            group = groups[group_id] = ClassicGroup(group_id, shard.partition, shard)
         assert group is None or isinstance(group, ClassicGroup)
         return group
 
     def consumer_group(self, group_id: str) -> ConsumerGroup:
-        partition = self._check(group_id)
-        group = self.groups.get(group_id)
+        shard = self._check(group_id)
+        group = shard.groups.get(group_id)
         if isinstance(group, ClassicGroup):
             if not group.is_empty() or group.state not in (State.EMPTY, State.DEAD):
                 raise GroupIdNotFound(f"Group {group_id} is not a consumer group.")
             group.remove_all()
             group = None
         if group is None:
-            old = self.groups.get(group_id)
-            group = ConsumerGroup(group_id, partition, self)
+            old = shard.groups.get(group_id)
+            group = ConsumerGroup(group_id, shard.partition, shard)
             if old is not None:
-                self._convert(old, group)
-            self.groups[group_id] = group
+                self._convert(shard, old, group)
+            shard.groups[group_id] = group
         assert isinstance(group, ConsumerGroup)
         return group
 
-    def _convert(self, old: Group, new: Group) -> Group:
+    @staticmethod
+    def _convert(shard: GroupShard, old: Group, new: Group) -> Group:
         new.offsets = old.offsets
         new.pending_txn_offsets = old.pending_txn_offsets
-        self.groups[new.group_id] = new
+        shard.groups[new.group_id] = new
         return new
 
     # ---- classic protocol ----------------------------------------------------------
@@ -350,15 +280,12 @@ class GroupCoordinator:
         if records:
             partition = self.partition_for(group_id)
             try:
-                await self.log.append(partition, records)
+                await self.runtime.write(partition, records,
+                                         too_large=ErrorCode.invalid_commit_offset_size)
             except KafkaError as e:
-                code = _append_error(e, commit=True)
-                errors.update({tp: code for tp, _ in accepted})
+                errors.update({tp: e.code for tp, _ in accepted})
                 return errors
-            target = self.groups.get(group_id)
-            if target is None or (isinstance(target, ClassicGroup)
-                                  and target.state == State.DEAD):
-                target = self.groups[group_id] = ClassicGroup(group_id, partition, self)
+            target = self.target_group(self.runtime.shard(partition), group_id)
             for tp, value in accepted:
                 target.offsets[tp] = value
                 errors[tp] = ErrorCode.none
@@ -376,12 +303,21 @@ class GroupCoordinator:
     def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
         """The transaction coordinator wrote the producer's marker to this offsets
         partition: its pending offsets there are committed or dropped."""
-        if partition in self.led:
-            txn_offsets.complete(self.groups.values(), partition, producer_id, committed)
+        shard = self.runtime.active(partition)
+        if shard is not None:
+            txn_offsets.complete(shard.groups.values(), partition, producer_id, committed)
 
     def unstable_offsets(self, group_id: str) -> set[TopicPartition]:
         """Partitions of the group with offsets pending in an open transaction."""
         return txn_offsets.pending_partitions(self.groups.get(group_id))
+
+    @staticmethod
+    def target_group(shard: GroupShard, group_id: str) -> Group:
+        """The group committed offsets go to: a new one if there is none (or a dead one)."""
+        target = shard.groups.get(group_id)
+        if target is None or (isinstance(target, ClassicGroup) and target.state == State.DEAD):
+            target = shard.groups[group_id] = ClassicGroup(group_id, shard.partition, shard)
+        return target
 
     @staticmethod
     def _offset_record(group_id: str, tp: TopicPartition, value: OffsetAndMetadata) -> Record:
@@ -424,7 +360,7 @@ class GroupCoordinator:
                 if tp in group.offsets:
                     records.append((encode_key(OffsetCommitKey(group_id, *tp)), None))
         if records:
-            await self.log.append(group.partition, records)
+            await self.runtime.write(group.partition, records)
             for tp, code in errors.items():
                 if code == ErrorCode.none:
                     group.offsets.pop(tp, None)
@@ -450,28 +386,20 @@ class GroupCoordinator:
         records: list[Record] = [(encode_key(OffsetCommitKey(group.group_id, *tp)), None)
                                  for tp in group.offsets]
         records.append((encode_key(GroupMetadataKey(group.group_id)), None))
-        await self.log.append(group.partition, records)
+        await self.runtime.write(group.partition, records)
         if isinstance(group, ClassicGroup | ConsumerGroup):
             group.remove_all()
-        if self.groups.get(group.group_id) is group:
-            del self.groups[group.group_id]
+        shard = self.runtime.active(group.partition)
+        if shard is not None and shard.groups.get(group.group_id) is group:
+            del shard.groups[group.group_id]
 
     # ---- listing ----------------------------------------------------------------------
 
     def list_groups(self) -> list[Group]:
-        return [g for g in self.groups.values()
-                if g.partition in self.led and g.partition not in self.loading
-                and not (isinstance(g, ClassicGroup) and g.state == State.DEAD)]
+        return [g for shard in self.runtime.active_shards() for g in shard.groups.values()
+                if not (isinstance(g, ClassicGroup) and g.state == State.DEAD)]
 
     # ---- retention ----------------------------------------------------------------------
-
-    async def _expire_periodically(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.offsets_retention_check_interval_ms / 1000)
-            try:
-                await self.expire_offsets()
-            except Exception:
-                log.exception("expiring offsets failed")
 
     async def expire_offsets(self, now: int | None = None) -> int:
         """Remove offsets past `offsets.retention.minutes` (KIP-211), and the groups that
@@ -480,8 +408,6 @@ class GroupCoordinator:
         retention = self.config.offsets_retention_ms
         removed = 0
         for group in self.list_groups():
-            if group.partition in self.loading:
-                continue
             subscribed = group.subscribed_topics()
             expired = []
             for tp, value in group.offsets.items():
@@ -496,7 +422,7 @@ class GroupCoordinator:
                 if due:
                     expired.append(tp)
             if expired:
-                await self.log.append(group.partition, [
+                await self.runtime.write(group.partition, [
                     (encode_key(OffsetCommitKey(group.group_id, *tp)), None) for tp in expired])
                 for tp in expired:
                     group.offsets.pop(tp, None)
@@ -506,3 +432,22 @@ class GroupCoordinator:
                     not isinstance(group, ClassicGroup) or group.state == State.EMPTY):
                 await self._remove_group(group)
         return removed
+
+
+class _AllGroups(Mapping[str, Group]):
+    """The groups of every partition the runtime holds, as one read-only mapping."""
+
+    def __init__(self, runtime: CoordinatorRuntime[GroupShard]) -> None:
+        self._runtime = runtime
+
+    def __getitem__(self, group_id: str) -> Group:
+        for shard in self._runtime.all_shards():
+            if group_id in shard.groups:
+                return shard.groups[group_id]
+        raise KeyError(group_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([g for shard in self._runtime.all_shards() for g in shard.groups])
+
+    def __len__(self) -> int:
+        return sum(len(shard.groups) for shard in self._runtime.all_shards())

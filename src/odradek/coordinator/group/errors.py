@@ -5,19 +5,12 @@ Handlers put `e.code` in the response's error field; nothing here is fatal to a 
 
 from __future__ import annotations
 
+from odradek.coordinator.runtime.errors import (  # noqa: F401  (the runtime answers these)
+    CoordinatorLoadInProgress,
+    CoordinatorNotAvailable,
+    NotCoordinator,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
-
-
-class CoordinatorLoadInProgress(KafkaError):
-    code = ErrorCode.coordinator_load_in_progress
-
-
-class CoordinatorNotAvailable(KafkaError):
-    code = ErrorCode.coordinator_not_available
-
-
-class NotCoordinator(KafkaError):
-    code = ErrorCode.not_coordinator
 
 
 class InvalidGroupId(KafkaError):

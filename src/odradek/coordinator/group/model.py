@@ -1,13 +1,14 @@
-"""What every group shares: its config, its committed offsets, and the coordinator's
+"""What every group shares: its config, its committed offsets, and the runtime's
 services a group's state machine calls (time, timers, the log)."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
+
+from odradek.coordinator.runtime.timer import CoordinatorTimer
 
 TopicPartition = tuple[str, int]
 
@@ -95,11 +96,10 @@ class Group:
 
 
 class Runtime(Protocol):
-    """The coordinator as a group's state machine sees it."""
+    """What a group's state machine calls: its partition's shard (group/shard.py)."""
 
     config: GroupConfig
-
-    def call_later(self, delay_ms: int, fn: Callable[[], None]) -> asyncio.TimerHandle: ...
+    timer: CoordinatorTimer
 
     async def store_group(self, group: Group, record: tuple[bytes, bytes | None]) -> None: ...
 
@@ -110,17 +110,21 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass
 class Timer:
-    """One cancellable timer slot: scheduling again replaces the previous one."""
+    """One timer slot of a group (a member's session, the join phase …): scheduling
+    again replaces the previous one. The slot is its key in the partition's timers, so
+    the runtime cancels it with the partition."""
 
-    handle: asyncio.TimerHandle | None = field(default=None)
+    __slots__ = ("_timers",)
+
+    def __init__(self) -> None:
+        self._timers: CoordinatorTimer | None = None
 
     def set(self, runtime: Runtime, delay_ms: int, fn: Callable[[], None]) -> None:
-        self.cancel()
-        self.handle = runtime.call_later(delay_ms, fn)
+        self._timers = runtime.timer
+        self._timers.schedule(self, delay_ms, fn)
 
     def cancel(self) -> None:
-        if self.handle is not None:
-            self.handle.cancel()
-            self.handle = None
+        if self._timers is not None:
+            self._timers.cancel(self)
+            self._timers = None

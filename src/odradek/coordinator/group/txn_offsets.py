@@ -60,13 +60,11 @@ async def commit(coordinator: GroupCoordinator, group_id: str, producer_id: int,
                  producer_epoch: int, member_id: str, instance_id: str | None,
                  generation: int, commits: Sequence[OffsetCommit]
                  ) -> dict[TopicPartition, ErrorCode]:
-    from odradek.coordinator.group.coordinator import _append_error
-
     try:
-        partition = coordinator._check(group_id)
+        shard = coordinator._check(group_id)
     except KafkaError as e:
         return {(c.topic, c.partition): e.code for c in commits}
-    group = coordinator.groups.get(group_id)
+    group = shard.groups.get(group_id)
     if isinstance(group, ClassicGroup) and group.state == State.DEAD:
         group = None
     verdict = _validate(group, member_id, instance_id, generation)
@@ -86,15 +84,13 @@ async def commit(coordinator: GroupCoordinator, group_id: str, producer_id: int,
         return errors
     records = [coordinator._offset_record(group_id, tp, value) for tp, value in accepted]
     try:
-        await coordinator.log.append_transactional(partition, records, producer_id,
-                                                   producer_epoch)
+        await coordinator.runtime.write(shard.partition, records, producer_id=producer_id,
+                                        producer_epoch=producer_epoch, transactional=True,
+                                        too_large=ErrorCode.invalid_commit_offset_size)
     except KafkaError as e:
-        code = _append_error(e, commit=True)
-        errors.update({tp: code for tp, _ in accepted})
+        errors.update({tp: e.code for tp, _ in accepted})
         return errors
-    target = coordinator.groups.get(group_id)
-    if target is None or (isinstance(target, ClassicGroup) and target.state == State.DEAD):
-        target = coordinator.groups[group_id] = ClassicGroup(group_id, partition, coordinator)
+    target = coordinator.target_group(shard, group_id)
     pending = target.pending_txn_offsets.setdefault(producer_id, {})
     for tp, value in accepted:
         pending[tp] = value

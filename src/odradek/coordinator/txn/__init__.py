@@ -1,7 +1,8 @@
 """coordinator/txn: transactions over `__transaction_state`.
 
 `TransactionCoordinator` (coordinator.py) is the entry point; metadata.py is a
-transactional id's state machine, loader.py the replay of `__transaction_state`.
+transactional id's state machine, shard.py one partition's ids on the coordinator
+runtime (its replay of `__transaction_state`).
 """
 
 from odradek.coordinator.txn.coordinator import (

@@ -18,9 +18,11 @@ partition and the old producer's later writes fail there (INVALID_PRODUCER_EPOCH
 here (PRODUCER_FENCED). A transaction open past its `transaction.timeout.ms` is fenced
 and aborted the same way by a periodic scan.
 
-The broker reaches us through `TxnLog` (the `__transaction_state` partitions) and
-`MarkerWriter` (the partitions' leaders: with one broker, the local replica manager;
-in a cluster, WriteTxnMarkers). Nothing here knows of sockets.
+The coordinator runtime (coordinator/runtime) does the leadership, loading, writes
+and periodic jobs; each partition's ids are a shard on it (shard.py). The broker
+reaches us through `TxnLog` (the runtime's log of the `__transaction_state`
+partitions) and `MarkerWriter` (the partitions' leaders: with one broker, the local
+replica manager; in a cluster, WriteTxnMarkers). Nothing here knows of sockets.
 """
 
 from __future__ import annotations
@@ -29,12 +31,12 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from odradek.coordinator.group.coordinator import partition_for
-from odradek.coordinator.txn.loader import replay
+from odradek.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, CoordinatorTimer
 from odradek.coordinator.txn.metadata import (
     EXPIRABLE,
     NO_PRODUCER_EPOCH,
@@ -45,6 +47,7 @@ from odradek.coordinator.txn.metadata import (
     TxnTransit,
     is_epoch_exhausted,
 )
+from odradek.coordinator.txn.shard import TxnShard
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.txn_records import encode_key, encode_value
 
@@ -54,19 +57,7 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 _RETRY_MIN_S, _RETRY_MAX_S = 0.05, 5.0
 
 
-class TxnLog(Protocol):
-    """The `__transaction_state` partitions, as the broker offers them."""
-
-    async def append(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """Append as the leader; returns once committed (raises KafkaError)."""
-
-    def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
-        """(whole record batches from `offset`, the log end)."""
-
-    def log_start_offset(self, partition: int) -> int: ...
-
-    def coordinator_epoch(self, partition: int) -> int:
-        """The partition's leader epoch: markers carry it."""
+TxnLog = CoordinatorLog  # the `__transaction_state` partitions, as the broker offers them
 
 
 class MarkerWriter(Protocol):
@@ -109,19 +100,6 @@ _RETRIABLE_MARKER_ERRORS = frozenset({
 })
 
 
-def _append_error(e: KafkaError) -> ErrorCode:
-    """What a failed write to `__transaction_state` tells the client (as Kafka maps it)."""
-    code = e.code
-    if code in (ErrorCode.unknown_topic_or_partition, ErrorCode.not_enough_replicas,
-                ErrorCode.not_enough_replicas_after_append, ErrorCode.request_timed_out):
-        return ErrorCode.coordinator_not_available
-    if code in (ErrorCode.not_leader_or_follower, ErrorCode.kafka_storage_error):
-        return ErrorCode.not_coordinator
-    if code in (ErrorCode.message_too_large, ErrorCode.record_list_too_large):
-        return ErrorCode.unknown_server_error
-    return code
-
-
 def _state_of(md: TransactionMetadata) -> TxnState:
     """The state now (after an await, not what an earlier check narrowed it to)."""
     return md.state
@@ -140,114 +118,94 @@ class TransactionCoordinator:
         self.markers = markers
         self.allocate_producer_id = allocate_producer_id
         self.clock = clock
-        self.txns: dict[str, TransactionMetadata] = {}
-        self.led: set[int] = set()
-        self.loading: set[int] = set()
         self._completing: set[str] = set()  # ids whose markers are being (re)sent
-        self._tasks: set[asyncio.Future[Any]] = set()
+        self.runtime: CoordinatorRuntime[TxnShard] = CoordinatorRuntime(
+            TRANSACTION_STATE_TOPIC, txn_log, self._new_shard)
+        self.runtime.every(config.abort_interval_ms, self.abort_timed_out)
+        self.runtime.every(config.expiration_interval_ms, self.expire_transactional_ids)
+
+    def _new_shard(self, partition: int, timer: CoordinatorTimer) -> TxnShard:
+        return TxnShard(partition, self._on_loaded)
+
+    def _on_loaded(self, shard: TxnShard) -> None:
+        if shard.txns:
+            log.info("loaded %d transactional ids from %s-%d", len(shard.txns),
+                     TRANSACTION_STATE_TOPIC, shard.partition)
+        for md in shard.txns.values():
+            if md.state in PREPARED:
+                # decided before the restart: the markers may not all have been written
+                self.runtime.spawn(self._complete_in_background(md))
 
     # ---- runtime ---------------------------------------------------------------------
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._done)
-
-    def _done(self, task: asyncio.Future[Any]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("transaction coordinator task failed", exc_info=task.exception())
+    def spawn(self, coro: Any) -> None:
+        self.runtime.spawn(coro)
 
     def start(self) -> None:
-        self.spawn(self._every(self.config.abort_interval_ms, self.abort_timed_out))
-        self.spawn(self._every(self.config.expiration_interval_ms,
-                               self.expire_transactional_ids))
+        self.runtime.start()
 
     def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-
-    async def _every(self, interval_ms: int,
-                     fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
-        while True:
-            await asyncio.sleep(interval_ms / 1000)
-            try:
-                await fn()
-            except Exception:
-                log.exception("%s failed", getattr(fn, "__name__", fn))
+        self.runtime.stop()
 
     # ---- partitions --------------------------------------------------------------------
+
+    @property
+    def led(self) -> set[int]:
+        return self.runtime.led
+
+    @property
+    def loading(self) -> set[int]:
+        return self.runtime.loading
+
+    @property
+    def txns(self) -> Mapping[str, TransactionMetadata]:
+        """Every id of the partitions held here (a read-only view)."""
+        return _AllTxns(self.runtime)
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.partitions)
 
+    def follow(self, led: Iterable[int]) -> None:
+        """This broker leads exactly these `__transaction_state` partitions now."""
+        self.runtime.follow(led)
+
     def on_elected(self, partitions: Iterable[int]) -> None:
         """This broker leads these `__transaction_state` partitions now: load them."""
-        for p in partitions:
-            if p in self.led:
-                continue
-            self.led.add(p)
-            self.loading.add(p)
-            self.spawn(self._load(p))
+        self.runtime.on_elected(partitions)
 
     def on_resigned(self, partitions: Iterable[int]) -> None:
-        gone = set(partitions)
-        self.led -= gone
-        self.loading -= gone
-        for tid in [t for t in self.txns if self.partition_for(t) in gone]:
-            del self.txns[tid]
+        self.runtime.on_resigned(partitions)
 
-    async def _load(self, partition: int) -> None:
-        try:
-            loaded = await replay(self.log, partition)
-        except Exception:
-            log.exception("loading %s-%d failed", TRANSACTION_STATE_TOPIC, partition)
-            self.loading.discard(partition)
-            self.led.discard(partition)
-            return
-        if partition not in self.led:
-            return
-        self.txns.update(loaded)
-        self.loading.discard(partition)
-        if loaded:
-            log.info("loaded %d transactional ids from %s-%d", len(loaded),
-                     TRANSACTION_STATE_TOPIC, partition)
-        for md in loaded.values():
-            if md.state in PREPARED:
-                # decided before the restart: the markers may not all have been written
-                self.spawn(self._complete_in_background(md))
+    def _shard(self, transactional_id: str) -> TxnShard:
+        """The id's shard, after checking this broker coordinates it (raises KafkaError)."""
+        return self.runtime.shard(self.partition_for(transactional_id), transactional_id)
 
     def _get(self, transactional_id: str) -> TransactionMetadata | None:
         """The id's state, after checking this broker coordinates it (raises KafkaError)."""
-        partition = self.partition_for(transactional_id)
-        if partition not in self.led:
-            raise KafkaError(f"not the coordinator of {transactional_id}",
-                             ErrorCode.not_coordinator)
-        if partition in self.loading:
-            raise KafkaError(f"{transactional_id} is loading",
-                             ErrorCode.coordinator_load_in_progress)
-        return self.txns.get(transactional_id)
+        return self._shard(transactional_id).txns.get(transactional_id)
+
+    def _current(self, transactional_id: str) -> TransactionMetadata | None:
+        """The id's state if its partition is served here now (never raises)."""
+        shard = self.runtime.active(self.partition_for(transactional_id))
+        return None if shard is None else shard.txns.get(transactional_id)
 
     async def _write(self, md: TransactionMetadata, transit: TxnTransit) -> ErrorCode:
         """Write a prepared change; apply it if the log took it."""
         partition = self.partition_for(md.transactional_id)
         value = None if transit.state == TxnState.DEAD else encode_value(transit.log_value())
         try:
-            await self.log.append(partition, encode_key(md.transactional_id), value)
+            await self.runtime.write(partition, [(encode_key(md.transactional_id), value)])
         except KafkaError as e:
             md.cancel()
             log.warning("writing %s of %s failed: %s", transit.state.kafka_name,
                         md.transactional_id, e)
-            return _append_error(e)
+            return e.code
         except Exception:
             # whatever went wrong, the id must not stay pending: that would wedge it
             md.cancel()
             log.exception("writing %s of %s failed", transit.state.kafka_name,
                           md.transactional_id)
             return ErrorCode.unknown_server_error
-        if partition not in self.led:
-            md.cancel()
-            return ErrorCode.not_coordinator
         md.complete(transit)
         return ErrorCode.none
 
@@ -265,18 +223,21 @@ class TransactionCoordinator:
             return (ErrorCode.invalid_transaction_timeout, *fail[1:])
         for attempt in range(2):
             try:
-                md = self._get(transactional_id)
+                shard = self._shard(transactional_id)
             except KafkaError as e:
                 return (e.code, *fail[1:])
+            md = shard.txns.get(transactional_id)
             if md is None:
-                # the id allocation may wait on ZooKeeper: look again after it
+                # the id allocation may wait on ZooKeeper: look again after it (the
+                # partition may have moved, or another request created the id)
                 pid = await self.allocate_producer_id()
                 try:
-                    md = self._get(transactional_id)
+                    shard = self._shard(transactional_id)
                 except KafkaError as e:
                     return (e.code, *fail[1:])
+                md = shard.txns.get(transactional_id)
                 if md is None:
-                    md = self.txns[transactional_id] = TransactionMetadata(
+                    md = shard.txns[transactional_id] = TransactionMetadata(
                         transactional_id, pid, NO_PRODUCER_EPOCH, timeout_ms,
                         TxnState.EMPTY, last_update_ms=self.clock())
             if md.pending_transition:
@@ -428,11 +389,11 @@ class TransactionCoordinator:
             return True
         commit = md.state == TxnState.PREPARE_COMMIT
         partition = self.partition_for(md.transactional_id)
-        if partition not in self.led:
+        if partition not in self.runtime.led:
             return True  # the new coordinator finishes it
         if md.partitions:
             results = await self.markers.write_markers(
-                md.producer_id, md.producer_epoch, self.log.coordinator_epoch(partition),
+                md.producer_id, md.producer_epoch, self.runtime.leader_epoch(partition),
                 commit, sorted(md.partitions))
             for tp, code in results.items():
                 if code in _RETRIABLE_MARKER_ERRORS:
@@ -470,7 +431,7 @@ class TransactionCoordinator:
         self._completing.add(tid)
         delay = _RETRY_MIN_S
         try:
-            while self.txns.get(tid) is md and md.state in PREPARED:
+            while self._current(tid) is md and md.state in PREPARED:
                 if not md.pending_transition and await self._complete(md):
                     return
                 await asyncio.sleep(delay)
@@ -480,14 +441,17 @@ class TransactionCoordinator:
 
     # ---- timers -----------------------------------------------------------------------
 
+    def _served(self) -> list[TransactionMetadata]:
+        """Every id of the partitions served here now (a copy: the caller awaits)."""
+        return [md for shard in self.runtime.active_shards() for md in shard.txns.values()]
+
     async def abort_timed_out(self, now: int | None = None) -> int:
         """Fence and abort transactions open past their timeout; finish prepared ones
         whose markers are still owed. Returns how many were aborted."""
         now = self.clock() if now is None else now
         aborted = 0
-        for md in list(self.txns.values()):
-            partition = self.partition_for(md.transactional_id)
-            if partition not in self.led or partition in self.loading or md.pending_transition:
+        for md in self._served():
+            if md.pending_transition:
                 continue
             if md.state in PREPARED:
                 if md.transactional_id not in self._completing:
@@ -507,15 +471,14 @@ class TransactionCoordinator:
         """Forget ids idle for `transactional.id.expiration.ms` (a tombstone in the log)."""
         now = self.clock() if now is None else now
         expired = 0
-        for md in list(self.txns.values()):
-            partition = self.partition_for(md.transactional_id)
-            if (partition not in self.led or partition in self.loading
-                    or md.pending_transition or md.state not in EXPIRABLE
+        for md in self._served():
+            if (md.pending_transition or md.state not in EXPIRABLE
                     or md.last_update_ms + self.config.id_expiration_ms > now):
                 continue
             if await self._write(md, md.prepare_dead()) == ErrorCode.none:
-                if self.txns.get(md.transactional_id) is md:
-                    del self.txns[md.transactional_id]
+                shard = self.runtime.active(self.partition_for(md.transactional_id))
+                if shard is not None and shard.txns.get(md.transactional_id) is md:
+                    del shard.txns[md.transactional_id]
                 expired += 1
                 log.info("transactional id %s expired", md.transactional_id)
         return expired
@@ -556,8 +519,8 @@ class TransactionCoordinator:
             return ErrorCode.invalid_request, unknown, []
         now = self.clock()
         out = []
-        for md in self.txns.values():
-            if md.state == TxnState.DEAD or self.partition_for(md.transactional_id) not in self.led:
+        for md in self._served():
+            if md.state == TxnState.DEAD:
                 continue
             if wanted and md.state not in wanted:
                 continue
@@ -570,3 +533,22 @@ class TransactionCoordinator:
                 continue
             out.append(md)
         return ErrorCode.none, unknown, sorted(out, key=lambda m: m.transactional_id)
+
+
+class _AllTxns(Mapping[str, TransactionMetadata]):
+    """The ids of every partition the runtime holds, as one read-only mapping."""
+
+    def __init__(self, runtime: CoordinatorRuntime[TxnShard]) -> None:
+        self._runtime = runtime
+
+    def __getitem__(self, transactional_id: str) -> TransactionMetadata:
+        for shard in self._runtime.all_shards():
+            if transactional_id in shard.txns:
+                return shard.txns[transactional_id]
+        raise KeyError(transactional_id)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([t for shard in self._runtime.all_shards() for t in shard.txns])
+
+    def __len__(self) -> int:
+        return sum(len(shard.txns) for shard in self._runtime.all_shards())

@@ -1,0 +1,34 @@
+"""coordinator/runtime: one runtime under every coordinator (Kafka's CoordinatorRuntime).
+
+runtime.py follows partition leadership, loads and serves shards and writes with
+acks=all; loader.py replays a partition into its shard; timer.py is a partition's
+timers; log.py the partitions as the runtime reads and writes them; errors.py what a
+client is told. The group and transaction coordinators are shards on it.
+"""
+
+from odradek.coordinator.runtime.errors import (
+    CoordinatorLoadInProgress,
+    CoordinatorNotAvailable,
+    NotCoordinator,
+    append_error,
+)
+from odradek.coordinator.runtime.loader import CoordinatorShard, LoadSummary, load
+from odradek.coordinator.runtime.log import CoordinatorLog, Record, ReplicaLog
+from odradek.coordinator.runtime.runtime import CoordinatorRuntime, PartitionState
+from odradek.coordinator.runtime.timer import CoordinatorTimer
+
+__all__ = [
+    "CoordinatorLoadInProgress",
+    "CoordinatorLog",
+    "CoordinatorNotAvailable",
+    "CoordinatorRuntime",
+    "CoordinatorShard",
+    "CoordinatorTimer",
+    "LoadSummary",
+    "NotCoordinator",
+    "PartitionState",
+    "Record",
+    "ReplicaLog",
+    "append_error",
+    "load",
+]
