@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from odradek.coordinator.group import txn_offsets
@@ -34,7 +34,12 @@ from odradek.coordinator.group.model import (
     now_ms,
 )
 from odradek.coordinator.group.shard import GroupShard
-from odradek.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, CoordinatorTimer
+from odradek.coordinator.runtime import (
+    CoordinatorLog,
+    CoordinatorRuntime,
+    CoordinatorTimer,
+    ShardMaps,
+)
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.group_records import (
     GroupMetadataKey,
@@ -102,7 +107,7 @@ class GroupCoordinator:
     @property
     def groups(self) -> Mapping[str, Group]:
         """Every group of the partitions led here (a read-only view)."""
-        return _AllGroups(self.runtime)
+        return ShardMaps(lambda: [shard.groups for shard in self.runtime.all_shards()])
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_partitions)
@@ -433,21 +438,3 @@ class GroupCoordinator:
                 await self._remove_group(group)
         return removed
 
-
-class _AllGroups(Mapping[str, Group]):
-    """The groups of every partition the runtime holds, as one read-only mapping."""
-
-    def __init__(self, runtime: CoordinatorRuntime[GroupShard]) -> None:
-        self._runtime = runtime
-
-    def __getitem__(self, group_id: str) -> Group:
-        for shard in self._runtime.all_shards():
-            if group_id in shard.groups:
-                return shard.groups[group_id]
-        raise KeyError(group_id)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([g for shard in self._runtime.all_shards() for g in shard.groups])
-
-    def __len__(self) -> int:
-        return sum(len(shard.groups) for shard in self._runtime.all_shards())

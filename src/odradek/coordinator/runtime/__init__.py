@@ -14,7 +14,7 @@ from odradek.coordinator.runtime.errors import (
 )
 from odradek.coordinator.runtime.loader import CoordinatorShard, LoadSummary, load
 from odradek.coordinator.runtime.log import CoordinatorLog, Record, ReplicaLog
-from odradek.coordinator.runtime.runtime import CoordinatorRuntime, PartitionState
+from odradek.coordinator.runtime.runtime import CoordinatorRuntime, PartitionState, ShardMaps
 from odradek.coordinator.runtime.timer import CoordinatorTimer
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "PartitionState",
     "Record",
     "ReplicaLog",
+    "ShardMaps",
     "append_error",
     "load",
 ]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from odradek.coordinator.runtime.errors import (
@@ -35,6 +35,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 log = logging.getLogger(__name__)
 
 S = TypeVar("S", bound=CoordinatorShard)
+V = TypeVar("V")
 
 
 class PartitionState(enum.Enum):
@@ -213,3 +214,23 @@ class CoordinatorRuntime(Generic[S]):
             task.cancel()
         for p in list(self.contexts):
             self.on_resigned([p])
+
+
+class ShardMaps(Mapping[str, V]):
+    """One read-only mapping over a map of every shard (each key lives in one shard:
+    its partition's), e.g. all the groups a group coordinator holds."""
+
+    def __init__(self, maps: Callable[[], Iterable[Mapping[str, V]]]) -> None:
+        self._maps = maps
+
+    def __getitem__(self, key: str) -> V:
+        for m in self._maps():
+            if key in m:
+                return m[key]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([k for m in self._maps() for k in m])
+
+    def __len__(self) -> int:
+        return sum(len(m) for m in self._maps())

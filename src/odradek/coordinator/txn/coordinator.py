@@ -31,12 +31,17 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from odradek.coordinator.group.coordinator import partition_for
-from odradek.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, CoordinatorTimer
+from odradek.coordinator.runtime import (
+    CoordinatorLog,
+    CoordinatorRuntime,
+    CoordinatorTimer,
+    ShardMaps,
+)
 from odradek.coordinator.txn.metadata import (
     EXPIRABLE,
     NO_PRODUCER_EPOCH,
@@ -160,7 +165,7 @@ class TransactionCoordinator:
     @property
     def txns(self) -> Mapping[str, TransactionMetadata]:
         """Every id of the partitions held here (a read-only view)."""
-        return _AllTxns(self.runtime)
+        return ShardMaps(lambda: [shard.txns for shard in self.runtime.all_shards()])
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.partitions)
@@ -534,21 +539,3 @@ class TransactionCoordinator:
             out.append(md)
         return ErrorCode.none, unknown, sorted(out, key=lambda m: m.transactional_id)
 
-
-class _AllTxns(Mapping[str, TransactionMetadata]):
-    """The ids of every partition the runtime holds, as one read-only mapping."""
-
-    def __init__(self, runtime: CoordinatorRuntime[TxnShard]) -> None:
-        self._runtime = runtime
-
-    def __getitem__(self, transactional_id: str) -> TransactionMetadata:
-        for shard in self._runtime.all_shards():
-            if transactional_id in shard.txns:
-                return shard.txns[transactional_id]
-        raise KeyError(transactional_id)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([t for shard in self._runtime.all_shards() for t in shard.txns])
-
-    def __len__(self) -> int:
-        return sum(len(shard.txns) for shard in self._runtime.all_shards())
