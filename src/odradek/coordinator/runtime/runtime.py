@@ -163,13 +163,13 @@ class CoordinatorRuntime(Generic[S]):
         """Append with acks=all; returns once committed and the partition is still
         served here by the same shard — only then may the caller apply the change.
         Raises KafkaError with the code the client should see."""
-        ctx = self.contexts.get(partition)
+        ctx = self.context(partition)  # nothing is written where we do not serve
         try:
             await self.log.append(partition, records, producer_id=producer_id,
                                   producer_epoch=producer_epoch, transactional=transactional)
         except KafkaError as e:
             raise KafkaError(str(e), append_error(e, too_large)) from e
-        if ctx is None or self.contexts.get(partition) is not ctx:
+        if self.contexts.get(partition) is not ctx:
             raise NotCoordinator(f"{self.topic}-{partition} moved during the write")
 
     def leader_epoch(self, partition: int) -> int:
