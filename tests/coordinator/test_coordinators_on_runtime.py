@@ -107,10 +107,13 @@ def test_a_fuzzed_transaction_state_record_does_not_keep_the_ids_from_loading(
     p = replicas.add(TXN_STATE, 0)
     ids = iter(range(1000, 2000))
 
+    async def allocate_producer_id() -> int:
+        return next(ids)
+
     def coordinator() -> TransactionCoordinator:
         return TransactionCoordinator(TxnConfig(partitions=1),
                                       ReplicaLog(replicas, TXN_STATE, lambda: 5000),
-                                      Markers(), lambda: next(ids))
+                                      Markers(), allocate_producer_id)
 
     async def go() -> None:
         first = coordinator()
