@@ -7,14 +7,17 @@ instance is the leader, else are forwarded unchanged to the leader's URL.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 import httpx
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from odradek.registry import errors as e
 from odradek.registry.formats import SCHEMA_TYPES
@@ -47,6 +50,28 @@ class Node(Protocol):
 
 def reply(data: Any, status: int = 200) -> Response:
     return Response(json.dumps(data, ensure_ascii=False), status, media_type=CONTENT_TYPE)
+
+
+# Subjects may hold "/" (confluent-kafka names Protobuf references after their files):
+# an encoded slash stands in as a private-use character while the path is routed.
+SLASH = "\ue000"
+
+
+def _subject(request: Request, default: str | object | None = ...) -> Any:
+    if default is not ... and "subject" not in request.path_params:
+        return default
+    return str(request.path_params["subject"]).replace(SLASH, "/")
+
+
+def keep_encoded_slashes(app: ASGIApp) -> ASGIApp:
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        raw = scope.get("raw_path")
+        if scope["type"] == "http" and raw and b"%2f" in raw.lower():
+            path = raw.split(b"?", 1)[0].decode("latin-1")
+            path = re.sub("%2[fF]", "%EE%80%80", path)
+            scope = {**scope, "path": unquote(path)}
+        await app(scope, receive, send)
+    return wrapped
 
 
 def _flag(request: Request, name: str) -> bool:
@@ -112,7 +137,7 @@ class RegistryApi:
         return reply(out)
 
     async def versions(self, request: Request) -> Response:
-        subject = request.path_params["subject"]
+        subject = _subject(request)
         return reply(self.service.versions(subject, _flag(request, "deleted")))
 
     async def get_version(self, request: Request) -> Response:
@@ -129,7 +154,7 @@ class RegistryApi:
         return reply(self.service.state.referenced_by(sv.subject, sv.version))
 
     def _version(self, request: Request) -> SchemaValue:
-        subject = request.path_params["subject"]
+        subject = _subject(request)
         version = parse_version(request.path_params["version"])
         return self.service.version(subject, version, _flag(request, "deleted"))
 
@@ -167,14 +192,14 @@ class RegistryApi:
         return self.service.by_id(self._id_param(request))
 
     async def lookup(self, request: Request) -> Response:
-        subject = request.path_params["subject"]
+        subject = _subject(request)
         req = SchemaRequest.from_json(await self.body(request))
         sv = self.service.lookup(subject, req, _flag(request, "normalize"),
                                  _flag(request, "deleted"))
         return reply(schema_json(sv))
 
     async def check(self, request: Request) -> Response:
-        subject = request.path_params["subject"]
+        subject = _subject(request)
         check_subject(subject)
         req = SchemaRequest.from_json(await self.body(request))
         parsed = self.service.parse(req, _flag(request, "normalize"))
@@ -199,14 +224,14 @@ class RegistryApi:
         return reply(out)
 
     async def get_config(self, request: Request) -> Response:
-        subject = request.path_params.get("subject")
+        subject = _subject(request, None)
         if subject is not None and subject not in self.service.state.config \
                 and not _flag(request, "defaultToGlobal"):
             raise e.SubjectCompatibilityNotConfigured(subject)
         return reply({"compatibilityLevel": self.service.compatibility_level(subject)})
 
     async def get_mode(self, request: Request) -> Response:
-        subject = request.path_params.get("subject")
+        subject = _subject(request, None)
         if subject is not None and subject not in self.service.state.mode \
                 and not _flag(request, "defaultToGlobal"):
             raise e.SubjectModeNotConfigured(subject)
@@ -215,47 +240,50 @@ class RegistryApi:
     # writes: the leader's
 
     async def register(self, request: Request) -> Response:
-        subject = request.path_params["subject"]
+        subject = _subject(request)
         req = SchemaRequest.from_json(await self.body(request))
         sv = await self.service.register(subject, req, _flag(request, "normalize"))
-        return reply({"id": sv.id, "version": sv.version, **schema_json(sv)})
+        # only the id, as Confluent: clients cache the schema they sent under it, in the
+        # form they sent (a Protobuf serializer's base64 descriptor, not our text)
+        return reply({"id": sv.id})
 
     async def delete_subject(self, request: Request) -> Response:
-        return reply(await self.service.delete_subject(request.path_params["subject"],
+        return reply(await self.service.delete_subject(_subject(request),
                                                        _flag(request, "permanent")))
 
     async def delete_version(self, request: Request) -> Response:
         version = parse_version(request.path_params["version"])
-        return reply(await self.service.delete_version(request.path_params["subject"],
+        return reply(await self.service.delete_version(_subject(request),
                                                        version, _flag(request, "permanent")))
 
     async def put_config(self, request: Request) -> Response:
         body = await self.body(request)
         level = body.get("compatibility") if isinstance(body, dict) else None
-        done = await self.service.set_config(request.path_params.get("subject"), level)
+        done = await self.service.set_config(_subject(request, None), level)
         return reply({"compatibility": done})
 
     async def delete_config(self, request: Request) -> Response:
-        previous = await self.service.delete_config(request.path_params.get("subject"))
+        previous = await self.service.delete_config(_subject(request, None))
         return reply({"compatibilityLevel": previous})
 
     async def put_mode(self, request: Request) -> Response:
         body = await self.body(request)
         mode = body.get("mode") if isinstance(body, dict) else None
-        done = await self.service.set_mode(request.path_params.get("subject"), mode,
+        done = await self.service.set_mode(_subject(request, None), mode,
                                            _flag(request, "force"))
         return reply({"mode": done})
 
     async def delete_mode(self, request: Request) -> Response:
         return reply({"mode": await self.service.delete_mode(
-            request.path_params["subject"])})
+            _subject(request))})
 
     async def forward(self, request: Request) -> Response:
         leader = await self.node.leader_url(self.service.store.timeout)
         if leader is None:
             raise e.UnknownLeader("Leader not known.")
         headers = {k: v for k, v in request.headers.items() if k.lower() in FORWARD_HEADERS}
-        url = f"{leader}{request.url.path}"
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        url = f"{leader}{raw.split(b'?', 1)[0].decode('latin-1')}"
         try:
             answer = await self.node.forwarder.request(
                 request.method, url, params=request.query_params, headers=headers,
@@ -270,7 +298,7 @@ class RegistryApi:
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def create_app(node: Node) -> Starlette:
+def create_app(node: Node) -> ASGIApp:
     api = RegistryApi(node)
 
     def read(handler: Handler) -> Handler:
@@ -331,4 +359,5 @@ def create_app(node: Node) -> Starlette:
         return reply({"error_code": status, "message": "HTTP 404 Not Found" if status == 404
                       else f"HTTP {status}"}, status)
 
-    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_found})
+    return keep_encoded_slashes(Starlette(routes=routes, exception_handlers={
+        404: not_found, 405: not_found}))
