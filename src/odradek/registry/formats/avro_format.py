@@ -50,8 +50,14 @@ class AvroSchema:
     def canonical(self) -> str:
         return compact_json(self._json)
 
+    def _expanded(self) -> Any:
+        # the referenced types stay names, as in the text registered
+        names = avro.name.Names()
+        _load_names(self._refs, names, set())
+        return self.schema.to_json(names)
+
     def normalized(self) -> AvroSchema:
-        return AvroSchema(compact_json(self.schema.to_json()), self._refs)
+        return AvroSchema(compact_json(self._expanded()), self._refs)
 
     def reader_errors(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, AvroSchema):
@@ -68,5 +74,5 @@ class AvroSchema:
 
     def formatted(self, fmt: str | None) -> str:
         if fmt == "resolved":
-            return compact_json(self.schema.to_json())
+            return compact_json(self.schema.to_json())  # the references inlined
         return self.canonical()
