@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import httpx
-
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
