@@ -55,11 +55,12 @@ class RegistryProcess:
             time.sleep(0.05)
         raise RuntimeError(f"registry did not start within {timeout}s:\n{self.logs()}")
 
-    def wait_for_leader(self, timeout: float = 30.0) -> None:
-        """Until a write succeeds here (the group has elected a leader)."""
+    def wait_for_leader(self, timeout: float = 30.0, level: str = "BACKWARD") -> None:
+        """Until a write succeeds here (the group has elected a leader); the write sets
+        the global compatibility `level`."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            r = httpx.put(f"{self.url}/config", json={"compatibility": "BACKWARD"}, timeout=35)
+            r = httpx.put(f"{self.url}/config", json={"compatibility": level}, timeout=35)
             if r.status_code == 200:
                 return
             time.sleep(0.1)
@@ -84,6 +85,17 @@ class RegistryProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """The module's broker, electing registry leaders without the 3 s group start delay."""
+    b = BrokerProcess(tmp_path_factory.mktemp("broker") / "data",
+                      overrides={"group.initial.rebalance.delay.ms": "0"})
+    try:
+        yield b.start()
+    finally:
+        b.stop()
 
 
 @pytest.fixture(scope="module")
