@@ -48,9 +48,13 @@ class KafkaStore:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await asyncio.to_thread(self._ensure_topic)
+        # a write waits for its record to come back through this consumer: no queue
+        # backoff (librdkafka's default pauses fetching up to 1 s) keeps that in ms
         self._consumer = Consumer({**self._client_config, "group.id": "odradek-registry-reader",
                                    "enable.auto.commit": False,
-                                   "enable.partition.eof": False})
+                                   "enable.partition.eof": False,
+                                   "fetch.queue.backoff.ms": 0,
+                                   "fetch.error.backoff.ms": 50})
         self._consumer.assign([TP(self.topic, 0, OFFSET_BEGINNING)])
         self._offsets = Consumer({**self._client_config, "group.id": "odradek-registry-reader",
                                   "enable.auto.commit": False})
@@ -92,7 +96,10 @@ class KafkaStore:
         assert self._consumer is not None and self._loop is not None
         while not self._stop.is_set():
             try:
-                msgs = self._consumer.consume(1000, timeout=0.2)
+                # consume(n, t) waits out t unless n arrive: take the first record as soon
+                # as it comes, then whatever else is already here
+                first = self._consumer.poll(0.2)
+                msgs = [] if first is None else [first, *self._consumer.consume(999, 0)]
             except KafkaException as e:  # pragma: no cover - librdkafka retries by itself
                 log.warning("reading %s: %s", self.topic, e)
                 continue
