@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.cluster.harness import Cluster
 from tests.registry.conftest import RegistryProcess, api
 
 
+@pytest.mark.slow  # a ZooKeeper and three brokers; test_instances.py is the short one
 def test_registries_on_different_brokers_serve_the_same_ids(tmp_path: Path) -> None:
     with Cluster(tmp_path, size=3) as cluster:
         cluster.wait_formed()
