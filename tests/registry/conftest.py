@@ -48,7 +48,7 @@ class RegistryProcess:
                 raise RuntimeError(f"registry exited with {self.proc.returncode}:\n"
                                    f"{self.logs()}")
             try:
-                if httpx.get(f"{self.url}/", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/", timeout=1).status_code in (200, 401):
                     return self
             except httpx.HTTPError:
                 pass

@@ -23,6 +23,7 @@ RegistryOption = typer.Option("http://localhost:8081", "--registry-url", "-r",
                               envvar="ODRADEK_SCHEMA_REGISTRY_URL",
                               help="Schema registry URL")
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+USER_INFO_ENV = "ODRADEK_SCHEMA_REGISTRY_USER_INFO"  # user:password, basic.auth.user.info
 
 
 def schema_registry(
@@ -37,6 +38,9 @@ def schema_registry(
     compatibility: str = typer.Option("BACKWARD", "--compatibility",
                                       help="Default compatibility level"),
     leader_eligibility: bool = typer.Option(True, "--leader-eligibility/--no-leader-eligibility"),
+    basic_auth_file: Path | None = typer.Option(
+        None, "--basic-auth-file",
+        help="Require HTTP basic auth; users in 'user: password[,role...]' lines"),
     log_level: str = typer.Option("INFO", "--log-level", envvar="ODRADEK_LOG_LEVEL"),
 ) -> None:
     """Run a Confluent-compatible schema registry with its state in Kafka."""
@@ -49,6 +53,13 @@ def schema_registry(
         fail(f"--compatibility must be one of {', '.join(LEVELS)}")
     if not listeners.startswith("http://"):
         fail("--listeners must be http://host:port")
+    if basic_auth_file is not None:
+        from odradek.registry.auth import PasswordFileError, load_password_file
+
+        try:
+            load_password_file(basic_auth_file)
+        except PasswordFileError as e:
+            fail(str(e))
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # kafka-python narrates every connection at INFO; its warnings are enough here
@@ -56,7 +67,8 @@ def schema_registry(
     config = RegistryConfig(bootstrap_servers=bootstrap, listeners=listeners,
                             advertised_url=advertised_url, topic=topic, group_id=group_id,
                             compatibility=compatibility.upper(),
-                            leader_eligibility=leader_eligibility)
+                            leader_eligibility=leader_eligibility,
+                            basic_auth_file=basic_auth_file)
 
     async def run() -> None:
         task = asyncio.create_task(serve(config))
@@ -75,10 +87,15 @@ def schema_registry(
 
 def _request(method: str, url: str, body: Any = None,
              params: dict[str, str] | None = None) -> Any:
+    import os
+
     import httpx
 
+    user_info = os.environ.get(USER_INFO_ENV, "")
+    user, sep, password = user_info.partition(":")
+    auth = (user, password) if sep else None
     try:
-        answer = httpx.request(method, url, params=params,
+        answer = httpx.request(method, url, params=params, auth=auth,
                                content=None if body is None else json.dumps(body),
                                headers={"Content-Type": CONTENT_TYPE}, timeout=30)
     except httpx.HTTPError as e:

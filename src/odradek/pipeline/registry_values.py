@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+from kio.serial.readers import read_signed_varint
 
 from odradek.pipeline.avro_values import CONFLUENT_MAGIC, _jsonable
 
@@ -173,25 +174,14 @@ def _add_well_known(pool: Any, fdp: Any) -> None:
                 pool.Add(proto)
 
 
-def _zigzag(body: bytes, offset: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        byte = body[offset]
-        offset += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-    return (result >> 1) ^ -(result & 1), offset
-
-
 def _message_indexes(body: bytes) -> tuple[list[int], int]:
     """Confluent's message-index array before a Protobuf body: [0] is written as one 0."""
-    count, offset = _zigzag(body, 0)
+    count, offset = read_signed_varint(body, 0)
     if count == 0:
         return [0], offset
     indexes = []
     for _ in range(count):
-        index, offset = _zigzag(body, offset)
-        indexes.append(index)
+        index, n = read_signed_varint(body, offset)
+        indexes.append(int(index))
+        offset += n
     return indexes, offset

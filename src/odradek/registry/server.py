@@ -10,6 +10,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -17,6 +18,7 @@ import httpx
 import uvicorn
 
 from odradek.registry.api import create_app
+from odradek.registry.auth import basic_auth, load_password_file
 from odradek.registry.election import LeaderElection
 from odradek.registry.service import RegistryService
 from odradek.registry.store import KafkaStore
@@ -39,6 +41,8 @@ class RegistryConfig:
     timeout_s: float = 30.0  # kafkastore.timeout.ms
     max_request_bytes: int = 8 << 20
     max_schema_bytes: int = 1 << 20
+    # authentication.method=BASIC with this password file (`user: password[,role...]`)
+    basic_auth_file: Path | None = None
     client_config: dict[str, Any] = field(default_factory=dict)
 
 
@@ -75,9 +79,12 @@ class SchemaRegistry:
         if listener.scheme != "http":
             raise ValueError(f"listeners: only http:// is supported, not {listener.scheme}")
         host, port = listener.hostname or "0.0.0.0", listener.port or 8081
+        app = create_app(self)
+        if self.config.basic_auth_file is not None:
+            app = basic_auth(app, load_password_file(self.config.basic_auth_file))
         await self.store.start()
         self._forwarder = httpx.AsyncClient(timeout=self.config.timeout_s)
-        uv = uvicorn.Config(create_app(self), host=host, port=port, log_level="warning",
+        uv = uvicorn.Config(app, host=host, port=port, log_level="warning",
                             lifespan="off", access_log=False)
         self._server = _HostedServer(uv)
         self._task = asyncio.create_task(self._server.serve())
