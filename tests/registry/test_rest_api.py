@@ -251,3 +251,24 @@ def test_schemas_topic_holds_confluents_records(broker: BrokerProcess,
     resource = ConfigResource(ConfigResource.Type.TOPIC, registry.topic)
     configs = admin.describe_configs([resource])[resource].result(10)
     assert configs["cleanup.policy"].value == "compact"
+
+
+def test_import_mode_keeps_given_ids_and_versions(registry: RegistryProcess,
+                                                   subject: str) -> None:
+    url = registry.url
+    versions = f"{url}/subjects/{subject}/versions"
+    refused = api("POST", versions, {"schema": AVRO, "id": 70001})
+    assert (refused.status_code, refused.json()["error_code"]) == (422, 42205)
+    assert api("PUT", f"{url}/mode/{subject}", {"mode": "IMPORT"}).json() == {
+        "mode": "IMPORT"}
+    assert api("POST", versions, {"schema": AVRO, "id": 70001, "version": 3}).json() == {
+        "id": 70001}
+    got = api("GET", f"{versions}/3").json()
+    assert (got["id"], got["version"]) == (70001, 3)
+    clash = api("POST", versions, {"schema": AVRO_B, "id": 70001, "version": 4})
+    assert (clash.status_code, clash.json()["error_code"]) == (422, 42207)
+    api("DELETE", f"{url}/mode/{subject}")
+    # ids assigned afterwards continue above the imported one
+    fresh = api("POST", versions, {"schema": AVRO_B}).json()["id"]
+    assert fresh > 70001
+    assert api("GET", versions).json() == [3, 4]
