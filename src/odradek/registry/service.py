@@ -19,7 +19,7 @@ from odradek.registry.formats import SCHEMA_TYPES, ParsedSchema, parse_schema
 from odradek.registry.formats.base import Reference, ResolvedReference
 from odradek.registry.records import SchemaValue
 from odradek.registry.state import RegistryState
-from odradek.registry.store import KafkaStore
+from odradek.registry.store import KafkaStore, Record
 
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 MAX_VERSION = 2**31 - 1
@@ -253,7 +253,7 @@ class RegistryService:
             if permanent:
                 if live:
                     raise e.SubjectNotSoftDeleted(subject)
-                batch: list[rec_t] = [(rec.schema_key(subject, sv.version), None)
+                batch: list[Record] = [(rec.schema_key(subject, sv.version), None)
                                       for sv in every]
                 if subject in self.state.config:
                     batch.append((rec.config_key(subject), None))
@@ -336,5 +336,3 @@ class RegistryService:
             await self.store.write([(rec.mode_key(subject), None)])
         return previous
 
-
-rec_t = tuple[bytes, bytes | None]
