@@ -49,6 +49,10 @@ def test_schemas_commands(registry: RegistryProcess, subject: str, tmp_path: Pat
     assert unreachable.returncode == 1 and "cannot reach" in unreachable.stderr
 
 
-def test_schema_registry_refuses_bad_options() -> None:
+def test_schema_registry_refuses_bad_options(registry: RegistryProcess) -> None:
     done = odradek("schema-registry", "--compatibility", "SIDEWAYS")
     assert done.returncode != 0 and "--compatibility" in done.stderr
+    taken = odradek("schema-registry", "-b", registry.bootstrap, "--listeners", registry.url)
+    assert taken.returncode == 1
+    assert taken.stderr.strip() == (f"error: cannot listen on 127.0.0.1:{registry.port}: "
+                                    "Address already in use")

@@ -79,10 +79,18 @@ def schema_registry(
         with contextlib.suppress(asyncio.CancelledError):
             await task
 
+    from confluent_kafka import KafkaException
+
+    from odradek.registry.errors import RegistryError
+
     try:
         asyncio.run(run())
     except OSError as e:
-        fail(str(e))
+        fail(str(e.strerror or e))
+    except KafkaException as e:
+        fail(f"cannot use the brokers at {bootstrap}: {e.args[0].str()}")
+    except RegistryError as e:
+        fail(f"cannot read {topic} from {bootstrap}: {e.message}")
 
 
 def _request(method: str, url: str, body: Any = None,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,18 +83,33 @@ class SchemaRegistry:
         app = create_app(self)
         if self.config.basic_auth_file is not None:
             app = basic_auth(app, load_password_file(self.config.basic_auth_file))
+        # bound here, before anything else starts: a port in use is one clear OSError
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as e:
+            sock.close()
+            raise OSError(e.errno, f"cannot listen on {host}:{port}: {e.strerror}") from e
+        try:
+            await self._start_serving(app, sock, host)
+        except BaseException:
+            sock.close()
+            await self.stop()
+            raise
+
+    async def _start_serving(self, app: Any, sock: socket.socket, host: str) -> None:
         await self.store.start()
         self._forwarder = httpx.AsyncClient(timeout=self.config.timeout_s)
-        uv = uvicorn.Config(app, host=host, port=port, log_level="warning",
-                            lifespan="off", access_log=False)
+        uv = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         self._server = _HostedServer(uv)
-        self._task = asyncio.create_task(self._server.serve())
+        self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
             if self._task.done():
                 self._task.result()
                 raise RuntimeError("the registry's HTTP listener stopped at start")
             await asyncio.sleep(0.01)
-        bound = self._server.servers[0].sockets[0].getsockname()[1]
+        bound = sock.getsockname()[1]
         shown = "127.0.0.1" if host in ("0.0.0.0", "") else host
         self.url = self.config.advertised_url or f"http://{shown}:{bound}"
         self._election = LeaderElection(self.config.bootstrap_servers, self.url,
