@@ -35,13 +35,18 @@ class RegistryProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> RegistryProcess:
+    def start(self, timeout: float = 60.0, ignore_sigint: bool = False) -> RegistryProcess:
+        """`ignore_sigint`: start it as `cmd &` from a script does, SIGINT ignored."""
         cmd = [sys.executable, "-m", "odradek", "schema-registry", "-b", self.bootstrap,
                "--listeners", self.url, "--topic", self.topic, "--group-id", self.group_id,
                "--log-level", "INFO", *self.extra]
         log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        def ignore() -> None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                     env=dict(os.environ, PYTHONUNBUFFERED="1"))
+                                     env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                                     preexec_fn=ignore if ignore_sigint else None)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import BrokerProcess
 from tests.registry.conftest import RegistryProcess
 
 
@@ -56,3 +58,15 @@ def test_schema_registry_refuses_bad_options(registry: RegistryProcess) -> None:
     assert taken.returncode == 1
     assert taken.stderr.strip() == (f"error: cannot listen on 127.0.0.1:{registry.port}: "
                                     "Address already in use")
+
+
+def test_schema_registry_stops_on_sigint_even_started_in_the_background(
+        broker: BrokerProcess, tmp_path: Path) -> None:
+    r = RegistryProcess(broker.bootstrap, tmp_path, "_schemas-sigint", "sr-sigint")
+    try:
+        r.start(ignore_sigint=True)
+        assert r.proc is not None
+        r.proc.send_signal(signal.SIGINT)
+        assert r.proc.wait(30) == 0
+    finally:
+        r.stop()

@@ -73,7 +73,8 @@ def schema_registry(
     async def run() -> None:
         task = asyncio.create_task(serve(config))
         loop = asyncio.get_running_loop()
-        # handlers of our own: a shell's `&` leaves SIGINT ignored
+        # inside @long_running, the loop's own handlers: a signal cancels serve() and its
+        # finally stops the registry (leaving the group, closing the clients) cleanly
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, task.cancel)
         with contextlib.suppress(asyncio.CancelledError):
