@@ -20,7 +20,7 @@ from odradek.pipeline.ingest import IngestJob
 from odradek.pipeline.lake_catalog import LakeConfig
 from tests.conftest import BrokerProcess
 from tests.pipeline.helpers import create_topic, produce_values, topic
-from tests.pipeline.test_lake import ingest, scan
+from tests.pipeline.spark.test_lake import ingest, scan
 from tests.registry.conftest import RegistryProcess
 
 TABLE = "iot.registered"
