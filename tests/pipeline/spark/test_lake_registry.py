@@ -45,7 +45,6 @@ def registry(pipeline_broker: BrokerProcess, tmp_path: Path) -> Iterator[Registr
         r.stop()
 
 
-@pytest.mark.slow  # two Spark ingests; tests/registry/test_framed_values.py is the short one
 def test_registered_avro_lands_nested_and_a_new_version_adds_a_column(
         spark: SparkSession, bootstrap: str, registry: RegistryProcess,
         lake_dir: Path) -> None:
