@@ -66,6 +66,10 @@ def ingest(
     confluent_framing: bool = typer.Option(
         True, "--confluent-framing/--no-confluent-framing",
         help="Avro values carry Confluent's magic byte and schema id"),
+    schema_registry: str | None = typer.Option(
+        None, "--schema-registry",
+        help="Values are Confluent-framed (Avro, JSON Schema, Protobuf): decode each by its "
+             "schema id through the registry at this URL"),
 ) -> None:
     """Stream topics into an Iceberg table, one atomic snapshot per micro-batch."""
     from odradek.pipeline.ingest import IngestJob, start_ingest
@@ -74,6 +78,8 @@ def ingest(
 
     if not topic and not topic_pattern:
         fail("name the topics: --topic T (repeatable) or --topic-pattern REGEX")
+    if avro_schema is not None and schema_registry is not None:
+        fail("--avro-schema and --schema-registry exclude each other: one decoder per job")
     lake = _lake(data_dir, catalog_uri, warehouse)
     ckpt = checkpoint or (data_dir / "checkpoints" / _table_name(table))
     job = IngestJob(bootstrap=bootstrap, table=_table_name(table), lake=lake,
@@ -81,7 +87,7 @@ def ingest(
                     topic_pattern=topic_pattern, available_now=available_now,
                     trigger_interval=interval, max_offsets_per_trigger=max_offsets_per_trigger,
                     starting_offsets=starting_offsets, avro_schema=avro_schema,
-                    confluent_framing=confluent_framing)
+                    confluent_framing=confluent_framing, schema_registry=schema_registry)
     console.print(f"ingesting {topic_pattern or ', '.join(topic or [])} → {job.table} "
                   f"(catalog {lake.catalog_uri}, checkpoint {job.checkpoint})")
     started = time.monotonic()

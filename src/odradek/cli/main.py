@@ -22,6 +22,7 @@ from odradek.cli import (
     perf,
     pipeline_cmd,
     reassign,
+    schemas,
     topics,
     transactions,
 )
@@ -57,6 +58,8 @@ app.add_typer(cluster.app, name="cluster")
 app.command("reassign")(reassign.reassign)
 app.command("leader-election")(leader_election.leader_election)
 app.command("console")(long_running(console.run_console))
+app.command("schema-registry")(long_running(schemas.schema_registry))
+app.add_typer(schemas.app, name="schemas")
 
 
 @app.command("up")

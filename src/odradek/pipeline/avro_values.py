@@ -16,9 +16,16 @@ import io
 import json
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 CONFLUENT_MAGIC = 0
+
+
+class ValueDecoder(Protocol):
+    """What the lake writer asks of a value decoder: JSON text, or why there is none.
+    AvroDecoder (one given schema) and registry_values.FramedDecoder (by schema id)."""
+
+    def decode(self, value: bytes | None) -> tuple[str | None, str | None]: ...
 
 
 def load_schema(path: Path) -> dict[str, Any]:

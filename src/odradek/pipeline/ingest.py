@@ -18,6 +18,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.query import StreamingQuery
 
+from odradek.pipeline.avro_values import ValueDecoder
 from odradek.pipeline.cluster_view import ClusterView
 from odradek.pipeline.lake_catalog import LakeConfig, open_catalog, recorded_offsets
 from odradek.pipeline.lake_writer import BatchResult, LakeWriter
@@ -43,6 +44,9 @@ class IngestJob:
     # Values are Avro records of this writer schema (.avsc) instead of JSON.
     avro_schema: Path | None = None
     confluent_framing: bool = True
+    # Values are Confluent-framed Avro, JSON Schema or Protobuf, decoded by schema id
+    # through the schema registry at this URL.
+    schema_registry: str | None = None
 
     def group_id(self) -> str:
         return "odradek-lake-" + re.sub(r"[^A-Za-z0-9._-]", "_", self.table)
@@ -103,11 +107,15 @@ def start_ingest(spark: SparkSession, job: IngestJob,
         if resumed is not None:
             options["startingOffsets"] = resumed
     job.checkpoint.mkdir(parents=True, exist_ok=True)
-    avro = None
+    avro: ValueDecoder | None = None
     if job.avro_schema is not None:
         from odradek.pipeline.avro_values import AvroDecoder, load_schema
 
         avro = AvroDecoder(load_schema(job.avro_schema), job.confluent_framing)
+    elif job.schema_registry is not None:
+        from odradek.pipeline.registry_values import FramedDecoder
+
+        avro = FramedDecoder(job.schema_registry)
     writer = LakeWriter(job.lake, job.table, job.checkpoint, on_batch=on_batch, avro=avro)
     stream = spark.readStream.format("odradek").options(**options).load()
     query = (stream.writeStream.foreachBatch(writer)

@@ -26,7 +26,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from odradek.pipeline.avro_values import AvroDecoder
+from odradek.pipeline.avro_values import ValueDecoder
 from odradek.pipeline.jsontypes import (
     STRUCT,
     JType,
@@ -141,7 +141,7 @@ class LakeWriter:
     def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
                  query_id: str | None = None,
                  on_batch: Callable[[BatchResult], None] | None = None,
-                 avro: AvroDecoder | None = None) -> None:
+                 avro: ValueDecoder | None = None) -> None:
         self.config = config
         self.table_name = table if "." in table else f"default.{table}"
         self.checkpoint = checkpoint
