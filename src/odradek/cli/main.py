@@ -27,6 +27,8 @@ from odradek.cli import (
 )
 from odradek.cli import broker as broker_cmd
 from odradek.cli.signals import long_running
+from odradek.cli.kafka.path import kafka_path
+from odradek.cli.kafka.tools import TOOLS as KAFKA_TOOLS
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -57,6 +59,25 @@ app.add_typer(cluster.app, name="cluster")
 app.command("reassign")(reassign.reassign)
 app.command("leader-election")(leader_election.leader_election)
 app.command("console")(long_running(console.run_console))
+
+# Kafka's own tools with Kafka's flags (joptsimple's syntax, which typer cannot parse):
+# every argument goes through untouched to the tool's own parser.
+_RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def _kafka_tool(name: str) -> None:
+    def command(ctx: typer.Context) -> None:
+        from odradek.cli.kafka.tools import run
+
+        raise typer.Exit(run(name, list(ctx.args)))
+
+    command.__doc__ = f"Kafka's {name}.sh, with its flags and output."
+    app.command(name, context_settings=_RAW, add_help_option=False)(command)
+
+
+for _tool in KAFKA_TOOLS:
+    _kafka_tool(_tool)
+app.command("kafka-path")(kafka_path)
 
 
 @app.command("up")
