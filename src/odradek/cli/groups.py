@@ -200,7 +200,8 @@ def reset_offsets(
         _table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
                [(group, t, p, o) for (t, p), o in sorted(bounded.items())])
         if not execute:
-            console.print("(dry run: add --execute to apply)")
+            if not dry_run:
+                console.print("(dry run: add --execute to apply)")
             return
         request = ConsumerGroupTopicPartitions(
             group, [TopicPartition(t, p, o) for (t, p), o in sorted(bounded.items())])
