@@ -57,11 +57,12 @@ def error_text(e: BaseException) -> str:
 
 # Client properties a Kafka-syntax front end read from `--command-config FILE`: every
 # client the command makes gets them, so the odradek commands it calls honour that file.
-command_properties: ContextVar[dict[str, Any]] = ContextVar("command_properties", default={})
+command_properties: ContextVar[dict[str, Any] | None] = ContextVar("command_properties",
+                                                                  default=None)
 
 
 def client_config(bootstrap: str, extra: list[str] | None = None) -> dict[str, Any]:
-    conf: dict[str, Any] = {**command_properties.get(), "bootstrap.servers": bootstrap,
+    conf: dict[str, Any] = {**(command_properties.get() or {}), "bootstrap.servers": bootstrap,
                             "log_level": 3}
     for item in extra or []:
         key, sep, value = item.partition("=")

@@ -44,7 +44,7 @@ def describe(
         entries = client.describe_configs([res])[res].result(TIMEOUT_S)
         what = f"topic {topic}" if topic else f"broker {broker}"
         print(f"{'All' if all_ else 'Dynamic'} configs for {what} are:")
-        for name, e in sorted(entries.items()):
+        for _, e in sorted(entries.items()):
             if not all_ and e.source in (4, 5):
                 continue
             print(entry_line(e))

@@ -21,6 +21,8 @@ from odradek.cli.kafka.jopt import (
     try_parse,
     usage_and_exit,
 )
+from odradek.storage.dump import DEFAULT_MAX_MESSAGE_SIZE
+from odradek.storage.dump_batches import INT32_MAX
 
 
 def main(tool: str, argv: list[str]) -> None:
@@ -68,12 +70,12 @@ def _dump_log(argv: list[str]) -> None:
         files=None, files_csv=opts.all(files),
         print_data_log=opts.has(flags["print-data-log"]),
         deep_iteration=opts.has(flags["deep-iteration"]),
-        max_bytes=opts.int_value(max_bytes, dump_log.INT32_MAX) or 0,
+        max_bytes=opts.int_value(max_bytes, INT32_MAX) or 0,
         index_sanity_check=opts.has(flags["index-sanity-check"]),
         verify_index_only=opts.has(flags["verify-index-only"]),
         offsets_decoder=opts.has(flags["offsets-decoder"]),
         transaction_log_decoder=opts.has(flags["transaction-log-decoder"]),
-        max_message_size=opts.int_value(max_message, dump_log.DEFAULT_MAX_MESSAGE_SIZE) or 0,
+        max_message_size=opts.int_value(max_message, DEFAULT_MAX_MESSAGE_SIZE) or 0,
         skip_record_metadata=opts.has(flags["skip-record-metadata"]))
 
 

@@ -223,8 +223,8 @@ def _consume_loop(conf: dict[str, Any], topic: str | None, include: str | None,
             msg = consumer.poll(0.2)
             if msg is None:
                 if timeout_ms is not None and (time.monotonic() - last) * 1000 > timeout_ms:
-                    print(f"Error processing message, terminating consumer process: "
-                          f"org.apache.kafka.common.errors.TimeoutException", file=sys.stderr)
+                    print("Error processing message, terminating consumer process: "
+                          "org.apache.kafka.common.errors.TimeoutException", file=sys.stderr)
                     break
                 continue
             err = msg.error()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from odradek.cli import perf
 from odradek.cli.kafka.client import load_properties
@@ -24,7 +25,7 @@ def _props(files: list[str], pairs: list[str]) -> list[str]:
 
 
 class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse4j: usage, then "prog: error: message"
+    def error(self, message: str) -> NoReturn:  # argparse4j: usage, then "prog: error: message"
         self.print_usage(sys.stderr)
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(1)
@@ -61,7 +62,7 @@ def _produce(argv: list[str]) -> None:
     if bootstrap is None:
         a.error("--bootstrap-server or bootstrap.servers in --producer-props is required")
     perf.produce(topic=ns.topic, num_records=ns.num_records, record_size=ns.record_size,
-                 throughput=ns.throughput, producer_props=props, bootstrap=bootstrap,
+                 throughput=ns.throughput, producer_props=props, bootstrap=str(bootstrap),
                  timeout=600.0, as_json=False)
 
 

@@ -97,9 +97,9 @@ class _Options:
                   "4.0. The config will be fully removed in future releases.", file=sys.stderr)
         if not o.has(self.bootstrap):
             raise IllegalArgument("--bootstrap-server must be specified")
-        if o.has(self.describe) and o.has(self.if_exists):
-            if not o.has(self.topic) and not o.has(self.topic_id):
-                usage_and_exit(p, "--topic or --topic-id is required to describe a topic")
+        if o.has(self.describe) and o.has(self.if_exists) and not o.has(self.topic) \
+                and not o.has(self.topic_id):
+            usage_and_exit(p, "--topic or --topic-id is required to describe a topic")
         if not o.has(self.list) and not o.has(self.describe):
             check_required(p, o, self.topic)
         if o.has(self.alter):
