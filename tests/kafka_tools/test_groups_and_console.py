@@ -77,9 +77,17 @@ def test_consumer_groups_describe_reset_and_delete(kafka: Run, bootstrap: list[s
     assert row[1:6] == [topic_name, "0", "3", "3", "0"]
 
     state = kafka("kafka-consumer-groups.sh", *bootstrap, "--describe", "--group", group,
-                  "--state").stdout.splitlines()
-    assert re.split(r"\s{1,}(?=\S)", state[0].replace("COORDINATOR (ID)", "COORDINATOR_(ID)")) \
-        == [c.replace(" ", "_") for c in STATE_COLUMNS]
+                  "--state")
+    # ConsumerGroupCommand.printStates: a blank line, the header, the group's line
+    blank, header_line, line = state.stdout.splitlines()
+    assert blank == "" and re.split(r" {2,}", header_line.strip()) == STATE_COLUMNS
+    assert re.match(rf"^{group} +127\.0\.0\.1:\d+  \(1\) +\S* +Empty +0$", line), line
+    assert f"Consumer group '{group}' has no active members." in state.stderr
+
+    members = kafka("kafka-consumer-groups.sh", *bootstrap, "--describe", "--group", group,
+                    "--members", "--verbose").stdout.splitlines()
+    assert members[0] == "" and members[1].split() == ["GROUP", "CONSUMER-ID", "HOST",
+                                                       "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
 
     dry = kafka("kafka-consumer-groups.sh", *bootstrap, "--group", group, "--reset-offsets",
                 "--to-earliest", "--topic", topic_name, "--dry-run")

@@ -66,7 +66,8 @@ def test_topic_tool_refuses_bad_and_conflicting_flags(kafka: Run,
                                                       bootstrap: list[str]) -> None:
     unknown = kafka("kafka-topics.sh", *bootstrap, "--list", "--foo")
     assert unknown.returncode == 1
-    assert unknown.stdout == "Error while executing topic command : foo is not a recognized option\n"
+    assert unknown.stdout == ("Error while executing topic command : foo is not a recognized "
+                              "option\n")
     two = kafka("kafka-topics.sh", *bootstrap, "--list", "--describe")
     assert two.returncode == 1
     assert two.stderr.splitlines()[0] == ("Command must include exactly one action: --list, "

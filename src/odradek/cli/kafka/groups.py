@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from odradek.cli import groups
-from odradek.cli.common import command_properties
+from odradek.cli.common import command_properties, reported
 from odradek.cli.kafka.client import TIMEOUT_S, admin, client_conf
 from odradek.cli.kafka.jopt import (
     Parsed,
@@ -132,22 +132,118 @@ def main(argv: list[str]) -> None:
     conf = client_conf(None, opts.all(spec.command_config))
     conf.pop("log_level", None)
     command_properties.set(conf)
+    with reported():
+        _run(spec, opts, bootstrap)
+
+
+def _run(spec: _Options, opts: Parsed, bootstrap: str) -> None:
     if opts.has(spec.list):
-        groups.list_groups(state=opts.has(spec.state), bootstrap=bootstrap)
+        _list(bootstrap, opts.has(spec.state))
         return
     names = opts.all(spec.group) or _all_groups(bootstrap)
     if opts.has(spec.describe):
-        for i, group in enumerate(names):
-            if i:
-                print()
-            groups.describe(group=group, members=opts.has(spec.members),
-                            state=opts.has(spec.state), bootstrap=bootstrap)
+        for group in names:
+            _describe(bootstrap, group, opts.has(spec.members), opts.has(spec.state),
+                      opts.has(spec.verbose))
     elif opts.has(spec.delete):
         groups.delete(groups=names, bootstrap=bootstrap)
     elif opts.has(spec.delete_offsets):
         groups.delete_offsets(group=names[0], topic=opts.all(spec.topic), bootstrap=bootstrap)
     else:
         _reset(spec, opts, names, bootstrap)
+
+
+def _java(fmt: str, *values: object) -> str:
+    """Java's printf with %-Ns / %s only: left-justified, never cut."""
+    out = []
+    for i, part in enumerate(fmt.split("%")[1:]):
+        width = part[1:part.index("s")] if part.startswith("-") else ""
+        text = "-" if values[i] is None else str(values[i])
+        out.append(text.ljust(int(width)) if width else text)
+        out.append(part[part.index("s") + 1:])
+    return fmt.split("%")[0] + "".join(out)
+
+
+def _state_name(desc: Any) -> str:
+    # ConsumerGroupState.toString(): "Stable", "Empty", "PreparingRebalance"…
+    return "".join(w.title() for w in desc.state.name.split("_"))
+
+
+def _list(bootstrap: str, with_state: bool) -> None:
+    from odradek.cli.common import client_config
+
+    client = admin(client_config(bootstrap))
+    listed = sorted(client.list_consumer_groups(request_timeout=TIMEOUT_S).result().valid,
+                    key=lambda g: g.group_id)
+    if not with_state:
+        for g in listed:
+            print(g.group_id)
+        return
+    width = max((max(15, len(g.group_id)) for g in listed), default=15) + 10
+    fmt = f"%-{width}s %-20s"
+    print(_java(fmt, "GROUP", "STATE"))
+    for g in listed:
+        print(_java(fmt, g.group_id, _state_name(g)))
+
+
+def _describe(bootstrap: str, group: str, members: bool, state: bool, verbose: bool) -> None:
+    desc, rows = groups.describe_rows(bootstrap, group)
+    kind = _state_name(desc)
+    if kind in ("Dead", "Unknown") and not rows:
+        print(f"\nError: Consumer group '{group}' does not exist.")
+        return
+    if kind == "Empty":
+        print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
+    elif kind in ("PreparingRebalance", "CompletingRebalance"):
+        print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
+    if state:
+        c = desc.coordinator
+        coordinator = f"{c.host}:{c.port}  ({c.id})"
+        fmt = f"\n%-{max(25, len(coordinator))}s %-25s %-20s %-15s %s"
+        print(_java(fmt, "GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                    "#MEMBERS") + _java(fmt, group, coordinator, desc.partition_assignor, kind,
+                                        len(desc.members)))
+        return
+    if members:
+        _members(group, desc, verbose)
+        return
+    if not rows:
+        return
+    def width(i: int) -> int:
+        return max([15] + [len("-" if r[i] is None else str(r[i])) for r in rows])
+    fmt = (f"\n%-{width(0)}s %-{width(1)}s %-10s %-15s %-15s %-15s %-{width(6)}s "
+           f"%-{width(7)}s %s")
+    print(_java(fmt, *groups.COLUMNS) + "".join(_java(fmt, *r) for r in rows))
+
+
+def _members(group: str, desc: Any, verbose: bool) -> None:
+    ms = desc.members
+    instance = any(getattr(m, "group_instance_id", None) for m in ms)
+
+    def width(values: list[str], least: int = 15) -> int:
+        return max([least] + [len(v) for v in values])
+
+    g = width([group] * bool(ms))
+    c = width([m.member_id for m in ms])
+    i = width([m.group_instance_id or "" for m in ms], 17)
+    h = width([m.host for m in ms])
+    k = width([m.client_id for m in ms])
+    fmt = (f"%-{g}s %-{c}s " + (f"%-{i}s " if instance else "") + f"%-{h}s %-{k}s %-15s ")
+    head = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if instance else []) + \
+        ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    print("\n" + _java(fmt, *head) + ("ASSIGNMENT" if verbose else ""))
+    for m in ms:
+        tps = m.assignment.topic_partitions if m.assignment else []
+        values = [group, m.member_id] + ([m.group_instance_id or ""] if instance else []) + \
+            [m.host, m.client_id, len(tps)]
+        line = _java(fmt, *values)
+        if verbose:
+            by_topic: dict[str, list[int]] = {}
+            for tp in tps:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            line += ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})"
+                                     for t, ps in by_topic.items())) or "-"
+        print(line)
 
 
 def _all_groups(bootstrap: str) -> list[str]:
@@ -171,12 +267,19 @@ def _reset(spec: _Options, opts: Parsed, names: list[str], bootstrap: str) -> No
         to_offset=opts.int_value(spec.to_offset), to_datetime=opts.value(spec.to_datetime),
         shift_by=shift, by_duration=opts.value(spec.by_duration),
         from_file=Path(from_file) if from_file else None,
-        execute=opts.has(spec.execute), dry_run=not opts.has(spec.execute), bootstrap=bootstrap)
+        execute=opts.has(spec.execute), bootstrap=bootstrap)
     if not any(opts.has(s) for s in spec.scenarios):
         usage_and_exit(spec.parser, "Option [reset-offsets] takes one of these options: "
                        + ", ".join(str(s) for s in spec.scenarios))
     if kwargs["topic"] is None and not kwargs["all_topics"] and from_file is None:
         usage_and_exit(spec.parser, "Option [reset-offsets] takes one of these options: "
                        f"{spec.all_topics}, {spec.topic}")
-    for group in names:
-        groups.reset_offsets(group=group, **kwargs)
+    plans = {group: groups.plan_reset(group=group, **kwargs) for group in names}
+    fmt = "\n%-30s %-30s %-10s %-15s"
+    rows = [_java(fmt, g, t, p, o) for g, plan in plans.items()
+            for (t, p), o in sorted(plan.items())]
+    print((_java(fmt, "GROUP", "TOPIC", "PARTITION", "NEW-OFFSET") if rows else "")
+          + "".join(rows))
+    if opts.has(spec.execute):
+        for group, plan in plans.items():
+            groups.apply_reset(bootstrap, group, plan)
