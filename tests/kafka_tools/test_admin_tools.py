@@ -64,6 +64,15 @@ def test_leader_election_and_reassignment_generate(kafka: Run, bootstrap: list[s
     assert elected.stdout.startswith("Valid replica already elected for partitions "
                                      f"{topic_name}-0")
 
+    listed = tmp_path / "election.json"
+    listed.write_text(json.dumps({"partitions": [{"topic": topic_name, "partition": 0},
+                                                 {"topic": topic_name, "partition": 1}]}))
+    from_file = kafka("kafka-leader-election.sh", *bootstrap, "--election-type", "PREFERRED",
+                      "--path-to-json-file", str(listed))
+    assert from_file.returncode == 0, from_file.stderr
+    assert from_file.stdout == ("Valid replica already elected for partitions "
+                                f"{topic_name}-0, {topic_name}-1\n")
+
     topics = tmp_path / "topics-to-move.json"
     topics.write_text(json.dumps({"topics": [{"topic": topic_name}], "version": 1}))
     generated = kafka("kafka-reassign-partitions.sh", *bootstrap, "--topics-to-move-json-file",
@@ -84,8 +93,12 @@ def test_admin_tools_refuse_bad_and_conflicting_flags(kafka: Run, bootstrap: lis
 
     assert first_error("kafka-leader-election.sh", *bootstrap, "--election-type", "preferred",
                        "--all-topic-partitions", "--topic", "t") == (
-        "One and only one of the following options is required: [all-topic-partitions], "
-        "[topic], [path-to-json-file]")
+        "One and only one of the following options is required: topic, all-topic-partitions, "
+        "path-to-json-file")
+    assert first_error("kafka-leader-election.sh", "--all-topic-partitions") == \
+        "Missing required option(s): bootstrap-server, election-type"
+    assert first_error("kafka-leader-election.sh", *bootstrap, "--election-type", "preferred",
+                       "--topic", "t") == "Missing required option(s): partition"
     assert first_error("kafka-reassign-partitions.sh", *bootstrap, "--verify", "--generate") == (
         "Command must include exactly one action: --generate, --execute, --verify, --cancel, "
         "--list")

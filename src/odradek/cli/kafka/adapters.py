@@ -7,7 +7,10 @@ honour (replication throttles, log-dir moves) are refused, never silently ignore
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 from odradek.cli import delete_records, dump_log, leader_election, reassign
 from odradek.cli.common import command_properties
@@ -15,6 +18,7 @@ from odradek.cli.kafka.client import client_conf
 from odradek.cli.kafka.jopt import (
     Parsed,
     Parser,
+    ToolExit,
     check_required,
     exactly_one_action,
     help_or_version,
@@ -141,21 +145,55 @@ def _leader_election(argv: list[str]) -> None:
     help_or_version(p, opts, "This tool attempts to elect a new leader for a set of topic "
                     "partitions. The type of elections supported are preferred replicas and "
                     "unclean replicas.")
-    check_required(p, opts, p.specs["bootstrap-server"], kind)
-    scopes = [topic, all_partitions, json_file]
-    if sum(opts.has(s) for s in scopes) != 1:
-        usage_and_exit(p, "One and only one of the following options is required: "
-                       f"{all_partitions}, {topic}, {json_file}")
+    # LeaderElectionCommand's own checks: bare messages on stderr, exit 1
+    missing = [s.name for s in (p.specs["bootstrap-server"], kind) if not opts.has(s)]
+    if missing:
+        _leave(f"Missing required option(s): {', '.join(missing)}")
+    if sum(opts.has(s) for s in (topic, all_partitions, json_file)) != 1:
+        _leave("One and only one of the following options is required: topic, "
+               "all-topic-partitions, path-to-json-file")
     if opts.has(topic) and not opts.has(partition):
-        usage_and_exit(p, f'Missing required option(s) "{partition}"')
-    _refuse(p, opts, "path-to-json-file")
+        _leave("Missing required option(s): partition")
+    if opts.has(partition) and not opts.has(topic):
+        _leave("Option partition is only allowed if topic is used")
     election = (opts.value(kind) or "").lower()
     if election not in ("preferred", "unclean"):
-        usage_and_exit(p, f"Cannot parse argument '{opts.value(kind)}' of option election-type")
-    leader_election.leader_election(
-        bootstrap=_connect(p, opts, "admin.config"), election_type=election,
-        topic=opts.value(topic), partition=opts.int_value(partition),
-        all_partitions=opts.has(all_partitions))
+        _leave(f"Cannot parse argument '{opts.value(kind)}' of option election-type")
+    partitions: list[tuple[str, int]] | None = None
+    if opts.has(topic):
+        partitions = [(opts.value(topic) or "", opts.int_value(partition) or 0)]
+    elif opts.has(json_file):
+        partitions = _election_partitions(opts.value(json_file) or "")
+    leader_election.elect(_connect(p, opts, "admin.config"), election, partitions)
+
+
+def _leave(message: str) -> NoReturn:
+    print(message, file=sys.stderr)
+    raise ToolExit(1)
+
+
+def _election_partitions(path: str) -> list[tuple[str, int]]:
+    """LeaderElectionCommand's JSON: {"partitions": [{"topic": "t", "partition": 0}]}."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as e:
+        _leave(f"{path} ({e.strerror})")
+    except ValueError as e:
+        _leave(f"Unable to parse {path}: {e}")
+    if not doc:
+        _leave("Replica election data is empty")
+    if "partitions" not in doc:
+        _leave('Replica election data is missing "partitions" field')
+    out: list[tuple[str, int]] = []
+    for entry in doc["partitions"]:
+        try:
+            tp = (str(entry["topic"]), int(entry["partition"]))
+        except (KeyError, TypeError, ValueError):
+            _leave(f"Replica election data has a malformed partition: {entry}")
+        if tp in out:
+            _leave(f"Replica election data contains duplicate partitions: {tp[0]}-{tp[1]}")
+        out.append(tp)
+    return out
 
 
 def _delete_records(argv: list[str]) -> None:
