@@ -41,6 +41,22 @@ def test_console_round_trip_with_keys_and_record_metadata(kafka: Run, bootstrap:
     assert re.fullmatch(r"CreateTime:\d+\tPartition:0\tOffset:0\tNO_HEADERS\tk1\tfirst\n",
                         full.stdout), full.stdout
 
+    with_headers = f"{topic_name}-h"
+    kafka("kafka-topics.sh", *bootstrap, "--create", "--topic", with_headers)
+    sent = kafka("kafka-console-producer.sh", *bootstrap, "--topic", with_headers,
+                 "--property", "parse.headers=true", "--property", "parse.key=true",
+                 "--property", "null.marker=NULL",
+                 stdin="h1:v1,h2:v2\tk\tvalue\nh3:x\tgone\tNULL\n")
+    assert sent.returncode == 0, sent.stderr
+    shown = kafka("kafka-console-consumer.sh", *bootstrap, "--topic", with_headers,
+                  "--from-beginning", "--max-messages", "2", "--property", "print.headers=true",
+                  "--property", "print.key=true")
+    assert shown.stdout == "h1:v1,h2:v2\tk\tvalue\nh3:x\tgone\tnull\n"
+    bad = kafka("kafka-console-producer.sh", *bootstrap, "--topic", with_headers,
+                "--property", "parse.key=true", stdin="no separator here\n")
+    assert bad.returncode == 1
+    assert bad.stderr == "No key separator found on line number 1: 'no separator here'\n"
+
     from_offset = kafka("kafka-console-consumer.sh", *bootstrap, "--topic", topic_name,
                         "--partition", "0", "--offset", "2", "--max-messages", "1")
     assert from_offset.stdout == "third\n"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
 from odradek.cli.kafka.client import client_conf, message_of
 from odradek.cli.kafka.jopt import (
@@ -72,10 +72,6 @@ def _produce(argv: list[str]) -> None:
         conf["compression.type"] = opts.value(codec) or "gzip"
     conf["linger.ms"] = opts.value(linger, "1000")
     name = opts.value(topic) or ""
-    parse_key = reader.get("parse.key", "false").lower() == "true"
-    separator = reader.get("key.separator", "\t")
-    null_marker = reader.get("null.marker")
-    ignore_error = reader.get("ignore.error", "false").lower() == "true"
     failures: list[str] = []
 
     def delivered(err: Any, _msg: Any) -> None:
@@ -88,25 +84,11 @@ def _produce(argv: list[str]) -> None:
         print(message_of(e), file=sys.stderr)
         sys.exit(1)
     for number, raw in enumerate(sys.stdin, 1):
-        line = raw.rstrip("\n")
-        key: str | None = None
-        value: str | None = line
-        if parse_key:
-            if separator not in line:
-                if ignore_error:
-                    value = line
-                else:
-                    print(f"No key separator found on line number {number}: '{line}'",
-                          file=sys.stderr)
-                    sys.exit(1)
-            else:
-                key, value = line.split(separator, 1)
-        if null_marker is not None:
-            key = None if key == null_marker else key
-            value = None if value == null_marker else value
+        key, value, headers = _read_line(raw.rstrip("\n"), number, reader)
         while True:
             try:
-                producer.produce(name, key=key, value=value, on_delivery=delivered)
+                producer.produce(name, key=key, value=value, headers=headers or None,
+                                 on_delivery=delivered)
                 break
             except BufferError:
                 producer.poll(0.1)
@@ -120,8 +102,46 @@ def _produce(argv: list[str]) -> None:
         sys.exit(1)
 
 
-_FORMAT_KEYS = ("print.timestamp", "print.partition", "print.offset", "print.headers",
-                "print.key", "print.value")
+def _read_line(line: str, number: int, reader: dict[str, str]
+               ) -> tuple[str | None, str | None, list[tuple[str, str | bytes | None]]]:
+    """LineMessageReader: [headers<headers.delimiter>][key<key.separator>]value."""
+    def flag(name: str) -> bool:
+        return reader.get(name, "false").lower() == "true"
+
+    null_marker = reader.get("null.marker")
+    headers: list[tuple[str, str | bytes | None]] = []
+    rest = line
+    if flag("parse.headers"):
+        delimiter = reader.get("headers.delimiter", "\t")
+        if delimiter not in rest:
+            if not flag("ignore.error"):
+                _bad_line(f"No headers delimiter found on line number {number}: '{line}'")
+        else:
+            text, rest = rest.split(delimiter, 1)
+            if null_marker is None or text != null_marker:
+                for pair in text.split(reader.get("headers.separator", ",")):
+                    k, sep, v = pair.partition(reader.get("headers.key.separator", ":"))
+                    if not sep and not flag("ignore.error"):
+                        _bad_line(f"No header key separator found in pair '{pair}' on line "
+                                  f"number {number}")
+                    headers.append((k, None if v == null_marker else v))
+    key: str | None = None
+    value: str | None = rest
+    if flag("parse.key"):
+        separator = reader.get("key.separator", "\t")
+        if separator in rest:
+            key, value = rest.split(separator, 1)
+        elif not flag("ignore.error"):
+            _bad_line(f"No key separator found on line number {number}: '{line}'")
+    if null_marker is not None:
+        key = None if key == null_marker else key
+        value = None if value == null_marker else value
+    return key, value, headers
+
+
+def _bad_line(message: str) -> NoReturn:
+    print(message, file=sys.stderr)
+    sys.exit(1)
 
 
 def _consume(argv: list[str]) -> None:
