@@ -13,7 +13,7 @@ import time
 import uuid
 from typing import Any, NoReturn
 
-from odradek.cli.kafka.client import client_conf, message_of
+from odradek.cli.kafka.client import client_conf, load_properties, message_of
 from odradek.cli.kafka.jopt import (
     Parsed,
     Parser,
@@ -60,17 +60,31 @@ def _produce(argv: list[str]) -> None:
                   "at a time as they arrive.")
     linger = p.option("timeout", "linger.ms: how long to wait for more records.",
                       "timeout_ms", "Long")
+    shorthand = {name: p.option(name, f"The producer's {prop}.", name, "Long")
+                 for name, prop in _PRODUCER_FLAGS.items()}
+    reader_config = p.option("reader-config", "Config properties file for the message reader.",
+                             "config file")
+    line_reader = p.option("line-reader", "The class name of the class to use for reading "
+                           "lines from standard in.", "reader_class")
     opts = try_parse(p, argv)
     help_or_version(p, opts, "This tool helps to read data from standard input and publish it "
                     "to Kafka.")
     check_required(p, opts, topic, bootstrap)
-    reader = {**_properties(p, opts, "property"), **_properties(p, opts, "reader-property")}
+    if opts.has(line_reader) and "LineMessageReader" not in (opts.value(line_reader) or ""):
+        usage_and_exit(p, f"odradek does not support --line-reader {opts.value(line_reader)}")
+    reader = {k: v for f in opts.all(reader_config) for k, v in load_properties(f).items()}
+    reader.update({**_properties(p, opts, "property"), **_properties(p, opts, "reader-property")})
     conf = client_conf(opts.value(bootstrap), opts.all(config),
                        [f"{k}={v}" for k, v in _properties(p, opts, "producer-property").items()])
     conf.setdefault("acks", opts.value(acks, "-1"))
     if opts.has(codec):
         conf["compression.type"] = opts.value(codec) or "gzip"
     conf["linger.ms"] = opts.value(linger, "1000")
+    for name, spec in shorthand.items():
+        if opts.has(spec):
+            prop = _PRODUCER_FLAGS[name]
+            number = opts.int_value(spec) or 0
+            conf[prop] = number // 1024 if prop.endswith("kbytes") else number
     name = opts.value(topic) or ""
     failures: list[str] = []
 
@@ -100,6 +114,16 @@ def _produce(argv: list[str]) -> None:
         print(f"Error when sending message to topic {name}: {failure}", file=sys.stderr)
     if failures:
         sys.exit(1)
+
+
+# ConsoleProducer's flags that are client properties, as librdkafka names them
+_PRODUCER_FLAGS = {
+    "batch-size": "batch.num.messages", "message-send-max-retries": "retries",
+    "retry-backoff-ms": "retry.backoff.ms", "request-timeout-ms": "request.timeout.ms",
+    "metadata-expiry-ms": "metadata.max.age.ms", "max-block-ms": "message.timeout.ms",
+    "max-memory-bytes": "queue.buffering.max.kbytes",
+    "socket-buffer-size": "socket.send.buffer.bytes",
+}
 
 
 def _read_line(line: str, number: int, reader: dict[str, str]
@@ -161,8 +185,8 @@ def _consume(argv: list[str]) -> None:
              "key=value to the consumer.", "consumer_prop")
     config = p.option("consumer.config", "Consumer config properties file.", "config file")
     p.option("property", "The properties to initialize the message formatter.", "prop")
-    p.option("formatter-config", "Config properties file to initialize the message formatter.",
-             "config file")
+    formatter_config = p.option("formatter-config", "Config properties file to initialize the "
+                                "message formatter.", "config file")
     formatter = p.option("formatter", "The name of a class to use for formatting kafka "
                          "messages for display.", "class")
     from_beginning = p.flag("from-beginning", "If the consumer does not already have an "
@@ -191,7 +215,8 @@ def _consume(argv: list[str]) -> None:
         usage_and_exit(p, "The partition is required when offset is specified.")
     if opts.has(formatter) and "DefaultMessageFormatter" not in (opts.value(formatter) or ""):
         usage_and_exit(p, f"odradek does not support --formatter {opts.value(formatter)}")
-    fmt = _properties(p, opts, "property")
+    fmt = {k: v for f in opts.all(formatter_config) for k, v in load_properties(f).items()}
+    fmt.update(_properties(p, opts, "property"))
     consumer_props = _properties(p, opts, "consumer-property")
     if opts.has(group) and "group.id" in consumer_props \
             and consumer_props["group.id"] != opts.value(group):

@@ -140,6 +140,8 @@ def _run(spec: _Options, opts: Parsed, bootstrap: str) -> None:
     if opts.has(spec.list):
         _list(bootstrap, opts.has(spec.state))
         return
+    if opts.has(spec.timeout):
+        usage_and_exit(spec.parser, "odradek does not support --timeout yet")
     names = opts.all(spec.group) or _all_groups(bootstrap)
     if opts.has(spec.describe):
         for group in names:
