@@ -4,6 +4,7 @@ tests, run as Kafka's operations docs run them."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -123,6 +124,15 @@ def test_kafka_path_scripts_and_odradek_subcommands_are_the_same_tools(
         "kafka-console-consumer", "kafka-dump-log", "kafka-reassign-partitions",
         "kafka-leader-election", "kafka-delete-records", "kafka-producer-perf-test",
         "kafka-consumer-perf-test"))
+    # a runbook that calls the scripts by name, with the folder on PATH
+    runbook = ('kafka-topics.sh --bootstrap-server "$B" --create --topic runbook-topic '
+               '--partitions 2 && kafka-topics.sh --bootstrap-server "$B" --list')
+    ran = subprocess.run(["sh", "-c", runbook], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "B": bootstrap[1],
+                              "PATH": f"{kafka_home / 'bin'}:{os.environ['PATH']}"})
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines()[0] == "Created topic runbook-topic."
+    assert "runbook-topic" in ran.stdout.splitlines()[1:]
     # the typer command hands every argument through untouched, --help and = forms included
     direct = subprocess.run([sys.executable, "-m", "odradek", "kafka-topics",
                              f"--bootstrap-server={bootstrap[1]}", "--list", "--bogus"],
