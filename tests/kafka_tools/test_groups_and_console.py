@@ -4,6 +4,10 @@ output shapes as ConsoleConsumer's DefaultMessageFormatter and ConsumerGroupComm
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 from tests.kafka_tools.conftest import Run
 
@@ -147,3 +151,30 @@ def test_consumer_groups_refuses_bad_and_conflicting_flags(kafka: Run,
         "--reset-offsets, --delete-offsets")
     missing = kafka("kafka-consumer-groups.sh", "--list")
     assert missing.stderr.splitlines()[0] == 'Missing required argument "[bootstrap-server]"'
+
+
+def test_console_consumer_stops_on_sigint_even_when_started_with_it_ignored(
+        kafka_home: Path, bootstrap: list[str], topic_name: str) -> None:
+    """As `kafka-console-consumer.sh … &` from a script: SIGINT arrives ignored."""
+    proc = subprocess.Popen(
+        [str(kafka_home / "bin" / "kafka-console-consumer.sh"), *bootstrap, "--topic",
+         topic_name, "--from-beginning"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stderr is not None
+        deadline = time.monotonic() + 60
+        # started when the interpreter has its handlers: wait for the client's first poll
+        while time.monotonic() < deadline and proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                _, err = proc.communicate(timeout=1)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        assert proc.returncode is not None, "the consumer ignored SIGINT"
+        assert "Processed a total of 0 messages" in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

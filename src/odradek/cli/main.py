@@ -26,9 +26,9 @@ from odradek.cli import (
     transactions,
 )
 from odradek.cli import broker as broker_cmd
-from odradek.cli.signals import long_running
 from odradek.cli.kafka.path import kafka_path
 from odradek.cli.kafka.tools import TOOLS as KAFKA_TOOLS
+from odradek.cli.signals import long_running
 
 app = typer.Typer(
     no_args_is_help=True,

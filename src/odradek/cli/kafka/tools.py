@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import signal
 import sys
 
 from odradek.cli.kafka.jopt import ToolExit
@@ -28,12 +27,14 @@ def run(tool: str, argv: list[str]) -> int:
     """Run one tool to its exit status; the tool prints its own errors, Kafka's way."""
     import typer
 
-    # started from a non-interactive shell with '&', SIGINT arrives ignored: restore it
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    from odradek.cli.signals import stop_on_signals
+
     module = importlib.import_module(f"odradek.cli.kafka.{TOOLS[tool]}")
     try:
-        module.main(tool, argv) if TOOLS[tool] in _BY_NAME else module.main(argv)
+        # the console consumer and the perf tests run until stopped, also when started
+        # with '&' from a script (SIGINT then arrives ignored)
+        with stop_on_signals():
+            module.main(tool, argv) if TOOLS[tool] in _BY_NAME else module.main(argv)
     except ToolExit as e:
         return e.code
     except typer.Exit as e:
