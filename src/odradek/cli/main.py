@@ -72,7 +72,8 @@ def _kafka_tool(name: str) -> None:
         raise typer.Exit(run(name, list(ctx.args)))
 
     command.__doc__ = f"Kafka's {name}.sh, with its flags and output."
-    app.command(name, context_settings=_RAW, add_help_option=False)(command)
+    # the console tools and perf tests run until stopped
+    app.command(name, context_settings=_RAW, add_help_option=False)(long_running(command))
 
 
 for _tool in KAFKA_TOOLS:
