@@ -37,6 +37,16 @@ def test_quickstart_create_describe_alter_delete(kafka: Run, bootstrap: list[str
     assert all(parts) and [m.group(2) for m in parts if m] == ["0", "1", "2"]
 
     assert topic_name in kafka("kafka-topics.sh", *bootstrap, "--list").stdout.splitlines()
+    # the reports print partition lines only, and only those that match
+    at_min = kafka("kafka-topics.sh", *bootstrap, "--describe", "--topic", topic_name,
+                   "--at-min-isr-partitions").stdout.splitlines()
+    assert len(at_min) == 3 and all(PARTITION_LINE.match(line) for line in at_min)
+    under = kafka("kafka-topics.sh", *bootstrap, "--describe", "--topic", topic_name,
+                  "--under-replicated-partitions")
+    assert (under.returncode, under.stdout) == (0, "")
+    overrides = kafka("kafka-topics.sh", *bootstrap, "--describe", "--topic", topic_name,
+                      "--topics-with-overrides").stdout.splitlines()
+    assert len(overrides) == 1 and TOPIC_LINE.match(overrides[0])
     altered = kafka("kafka-topics.sh", *bootstrap, "--alter", "--topic", topic_name,
                     "--partitions", "4")
     assert altered.returncode == 0 and altered.stdout == ""
@@ -78,6 +88,8 @@ def test_topic_tool_refuses_bad_and_conflicting_flags(kafka: Run,
         'Option "[partitions]" can\'t be used with option "[describe]"'
     no_topic = kafka("kafka-topics.sh", *bootstrap, "--create")
     assert no_topic.stderr.splitlines()[0] == 'Missing required argument "[topic]"'
+    version = kafka("kafka-topics.sh", "--version")
+    assert version.returncode == 0 and re.fullmatch(r"\d+\.\d+\.\d+\n", version.stdout)
     no_server = kafka("kafka-topics.sh", "--list")
     assert (no_server.returncode, no_server.stderr) == (1, "--bootstrap-server must be specified\n")
     bad_number = kafka("kafka-topics.sh", *bootstrap, "--create", "--topic", "x",
