@@ -89,6 +89,12 @@ def test_consumer_groups_describe_reset_and_delete(kafka: Run, bootstrap: list[s
     assert read.returncode == 0, read.stderr
 
     assert group in kafka("kafka-consumer-groups.sh", *bootstrap, "--list").stdout.split()
+    # --state with an optional argument: a filter on --list
+    empty = _rows(kafka("kafka-consumer-groups.sh", *bootstrap, "--list", "--state",
+                        "Empty").stdout)
+    assert empty[0] == ["GROUP", "STATE"] and [group, "Empty"] in empty
+    stable = kafka("kafka-consumer-groups.sh", *bootstrap, "--list", "--state=Stable")
+    assert group not in stable.stdout.split()
     described = _rows(kafka("kafka-consumer-groups.sh", *bootstrap, "--describe",
                             "--group", group).stdout)
     header = next(r for r in described if r[0] == "GROUP")

@@ -71,9 +71,10 @@ class _Options:
         self.offsets = p.flag("offsets", "Describe the group and list all topic partitions in "
                               "the group along with their offset lag. This is the default "
                               "sub-action.")
-        self.state = p.flag("state", "When specified with '--describe', includes the state of "
-                            "the group. When specified with '--list', it displays the state of "
-                            "all groups.")
+        self.state = p.option("state", "When specified with '--describe', includes the state "
+                              "of the group. When specified with '--list', it displays the "
+                              "state of all groups. It can also be used to list groups with "
+                              "specific states.", "String", optional=True)
         self.delete_offsets = p.flag("delete-offsets", "Delete offsets of consumer group.")
         self.actions = [self.list, self.describe, self.delete, self.reset, self.delete_offsets]
         self.scenarios = [self.to_offset, self.to_datetime, self.by_duration, self.to_earliest,
@@ -98,6 +99,8 @@ class _Options:
                                                            self.state)) > 1:
             usage_and_exit(p, f"Option {self.describe} takes at most one of these options: "
                            f"{self.members}, {self.offsets}, {self.state}")
+        if o.has(self.describe) and o.value(self.state) is not None:
+            usage_and_exit(p, f"Option {self.describe} does not take a value for {self.state}")
         needs_group(self.delete)
         if o.has(self.delete) and o.has(self.topic):
             usage_and_exit(p, "The consumer does not support topic-specific offset deletion "
@@ -138,7 +141,7 @@ def main(argv: list[str]) -> None:
 
 def _run(spec: _Options, opts: Parsed, bootstrap: str) -> None:
     if opts.has(spec.list):
-        _list(bootstrap, opts.has(spec.state))
+        _list(bootstrap, opts.has(spec.state), opts.value(spec.state))
         return
     if opts.has(spec.timeout):
         usage_and_exit(spec.parser, "odradek does not support --timeout yet")
@@ -171,12 +174,22 @@ def _state_name(desc: Any) -> str:
     return "".join(w.title() for w in desc.state.name.split("_"))
 
 
-def _list(bootstrap: str, with_state: bool) -> None:
+def _list(bootstrap: str, with_state: bool, states: str | None) -> None:
     from odradek.cli.common import client_config
 
     client = admin(client_config(bootstrap))
     listed = sorted(client.list_consumer_groups(request_timeout=TIMEOUT_S).result().valid,
                     key=lambda g: g.group_id)
+    if states:
+        wanted = {s.strip().lower() for s in states.split(",") if s.strip()}
+        known = {"preparingrebalance", "completingrebalance", "stable", "dead", "empty",
+                 "assigning", "reconciling", "unknown"}
+        bad = sorted(wanted - known)
+        if bad:
+            raise ValueError(f"Invalid state list '{states}'. Valid states are: "
+                             "Assigning, CompletingRebalance, Dead, Empty, "
+                             "PreparingRebalance, Reconciling, Stable, Unknown")
+        listed = [g for g in listed if _state_name(g).lower() in wanted]
     if not with_state:
         for g in listed:
             print(g.group_id)

@@ -25,6 +25,7 @@ class Spec:
     help: str = ""
     arg: str | None = None  # the argument's description; None: a flag
     type: str = "String"
+    optional: bool = False  # joptsimple's withOptionalArg()
 
     def __str__(self) -> str:
         # joptsimple's OptionSpec.toString(), quoted by Kafka's messages: "[topic]"
@@ -68,8 +69,9 @@ class Parser:
     def flag(self, name: str, help: str = "") -> Spec:
         return self._add(Spec(name, help))
 
-    def option(self, name: str, help: str = "", arg: str = "", type: str = "String") -> Spec:
-        return self._add(Spec(name, help, arg or name, type))
+    def option(self, name: str, help: str = "", arg: str = "", type: str = "String",
+               optional: bool = False) -> Spec:
+        return self._add(Spec(name, help, arg or name, type, optional))
 
     def _add(self, spec: Spec) -> Spec:
         self.specs[spec.name] = spec
@@ -101,6 +103,14 @@ class Parser:
                 continue
             if sep:
                 value = inline
+            elif spec.optional:
+                # an optional argument is the next word unless that looks like an option
+                if i < len(argv) and not (argv[i].startswith("-") and not _is_number(argv[i])):
+                    value = argv[i]
+                    i += 1
+                else:
+                    out.values.setdefault(name, [])
+                    continue
             elif i < len(argv):
                 value = argv[i]
                 i += 1
@@ -121,7 +131,8 @@ class Parser:
         for spec in sorted(self.specs.values(), key=lambda s: s.name):
             left = f"--{spec.name}"
             if spec.arg is not None:
-                left += f" <{spec.type}: {spec.arg}>"
+                left += f" [{spec.type}: {spec.arg}]" if spec.optional else \
+                    f" <{spec.type}: {spec.arg}>"
             rows.append((left, spec.help))
         width = min(max(len(r[0]) for r in rows) + 1, 41)
         lines = []
