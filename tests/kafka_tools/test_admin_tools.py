@@ -84,6 +84,8 @@ def test_leader_election_and_reassignment_generate(kafka: Run, bootstrap: list[s
     assert "Proposed partition reassignment configuration" in lines
     proposal = json.loads(lines[-1])
     assert proposal["version"] == 1 and len(proposal["partitions"]) == 2
+    listed = kafka("kafka-reassign-partitions.sh", *bootstrap, "--list")
+    assert (listed.returncode, listed.stdout) == (0, "No partition reassignments found.\n")
 
 
 def test_admin_tools_refuse_bad_and_conflicting_flags(kafka: Run, bootstrap: list[str]) -> None:

@@ -107,8 +107,11 @@ def _reassign(argv: list[str]) -> None:
     exactly_one_action(p, opts, actions, "Command must include exactly one action: "
                        "--generate, --execute, --verify, --cancel, --list")
     check_required(p, opts, p.specs["bootstrap-server"])
-    _refuse(p, opts, "list", "disable-rack-aware", "additional", "preserve-throttles",
+    _refuse(p, opts, "disable-rack-aware", "additional", "preserve-throttles",
             "throttle", "replica-alter-log-dirs-throttle")
+    if opts.has(actions[4]):
+        print(reassign.ongoing_text(_connect(p, opts, "command-config")))
+        return
     if opts.has(actions[0]):
         check_required(p, opts, topics, brokers)
     else:
