@@ -130,10 +130,14 @@ def test_consumer_groups_describe_reset_and_delete(kafka: Run, bootstrap: list[s
                         "--group", group).stdout)
     assert next(r for r in after if r[0] == group)[3:6] == ["0", "3", "3"]
 
+    unknown = kafka("kafka-consumer-groups.sh", *bootstrap, "--delete", "--group",
+                    f"{group}-none")
+    lines = unknown.stdout.splitlines()
+    assert lines[:2] == ["", "Error: Deletion of some consumer groups failed:"]
+    assert lines[2].startswith(f"* Group '{group}-none' could not be deleted due to: ")
     deleted = kafka("kafka-consumer-groups.sh", *bootstrap, "--delete", "--group", group)
     assert deleted.returncode == 0, deleted.stderr
-    assert f"Deletion of requested consumer groups ('{group}') was successful." \
-        in deleted.stdout
+    assert deleted.stdout == f"Deletion of requested consumer groups ('{group}') was successful.\n"
     assert group not in kafka("kafka-consumer-groups.sh", *bootstrap, "--list").stdout.split()
 
 

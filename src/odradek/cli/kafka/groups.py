@@ -151,11 +151,34 @@ def _run(spec: _Options, opts: Parsed, bootstrap: str) -> None:
             _describe(bootstrap, group, opts.has(spec.members), opts.has(spec.state),
                       opts.has(spec.verbose))
     elif opts.has(spec.delete):
-        groups.delete(groups=names, bootstrap=bootstrap)
+        _delete(bootstrap, names)
     elif opts.has(spec.delete_offsets):
         groups.delete_offsets(group=names[0], topic=opts.all(spec.topic), bootstrap=bootstrap)
     else:
         _reset(spec, opts, names, bootstrap)
+
+
+def _delete(bootstrap: str, names: list[str]) -> None:
+    """ConsumerGroupCommand.deleteGroups' report (its exit status stays 0, as Kafka's)."""
+    from odradek.cli.common import client_config, error_text
+
+    client = admin(client_config(bootstrap))
+    futures = client.delete_consumer_groups(names, request_timeout=TIMEOUT_S)
+    done, failed = [], {}
+    for group, future in futures.items():
+        try:
+            future.result()
+            done.append(group)
+        except Exception as e:  # a KafkaException per group
+            failed[group] = error_text(e)
+    if not failed:
+        print(f"Deletion of requested consumer groups ('{', '.join(done)}') was successful.")
+        return
+    print("\nError: Deletion of some consumer groups failed:")
+    for group, error in failed.items():
+        print(f"* Group '{group}' could not be deleted due to: {error}")
+    if done:
+        print(f"\nThese consumer groups were deleted successfully: '{chr(39).join(done)}', '")
 
 
 def _java(fmt: str, *values: object) -> str:
