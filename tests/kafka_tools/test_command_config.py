@@ -70,3 +70,14 @@ def test_command_config_that_names_a_missing_file(kafka_home: Path, sasl_address
     assert out.returncode == 1
     assert out.stdout == ("Error while executing topic command : /nonexistent/admin.properties "
                           "(No such file or directory)\n")
+
+
+def test_command_config_with_a_wrong_password_fails_with_one_line(
+        kafka_home: Path, sasl_address: str, tmp_path: Path) -> None:
+    config = _client_properties(tmp_path / "admin.properties", "wrong")
+    out = subprocess.run([str(kafka_home / "bin" / "kafka-topics.sh"), "--bootstrap-server",
+                          sasl_address, "--command-config", str(config), "--list"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1
+    assert out.stdout.startswith("Error while executing topic command : ")
+    assert len(out.stdout.splitlines()) == 1 and "uthentication" in out.stdout

@@ -33,6 +33,9 @@ def test_quickstart_create_describe_alter_delete(kafka: Run, bootstrap: list[str
     assert topic is not None, first
     assert topic.group(1, 2, 3) == (topic_name, "3", "1")
     assert set(topic.group(4).split(",")) >= {"retention.ms=86400000", "max.message.bytes=64000"}
+    by_id = kafka("kafka-topics.sh", *bootstrap, "--describe", "--topic-id",
+                  first.split("\t")[1].removeprefix("TopicId: "))
+    assert by_id.stdout.splitlines()[0] == first
     parts = [PARTITION_LINE.match(r) for r in rows]
     assert all(parts) and [m.group(2) for m in parts if m] == ["0", "1", "2"]
 

@@ -90,6 +90,11 @@ def describe(
             print(line)
 
 
+def kafka_uuid(value: Any) -> str:
+    """A topic id as Kafka prints it: URL-safe base64 (librdkafka's str() uses + and /)."""
+    return str(value).replace("+", "-").replace("/", "_")
+
+
 def _ids(nodes: Any) -> str:
     return ",".join(str(n.id) for n in nodes)
 
@@ -116,7 +121,8 @@ def describe_topics(client: Any, names: list[str], reports: frozenset[str] | set
         if not reports and (not overrides_only or non_default):
             configs = ",".join(f"{k}={v}" for k, v in non_default)
             rf = len(parts[0].replicas) if parts else 0
-            yield (f"Topic: {name}\tTopicId: {desc.topic_id}\tPartitionCount: {len(parts)}\t"
+            yield (f"Topic: {name}\tTopicId: {kafka_uuid(desc.topic_id)}\t"
+                   f"PartitionCount: {len(parts)}\t"
                    f"ReplicationFactor: {rf}\tConfigs: {configs}")
         if overrides_only:
             continue

@@ -90,12 +90,31 @@ def client_conf(bootstrap: str | None, files: list[str] | None = None,
 
 
 def admin(conf: dict[str, Any]) -> Any:
+    """An AdminClient that has reached the cluster: a refused login fails at once, as the
+    Java client's SaslAuthenticationException does, not after the request timeout."""
+    import time
+
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import AdminClient
 
+    refused: list[str] = []
+
+    def on_error(err: Any) -> None:
+        if err.code() == KafkaError._AUTHENTICATION or err.fatal():
+            refused.append(str(err.str()))
+
     try:
-        return AdminClient(conf)
+        settings: dict[str, Any] = {**conf, "error_cb": on_error}
+        client = AdminClient(settings)
     except Exception as e:  # KafkaException for a bad property
         raise ToolError(error_text(e)) from None
+    probe = client.describe_cluster(request_timeout=TIMEOUT_S)
+    deadline = time.monotonic() + TIMEOUT_S
+    while not probe.done() and not refused and time.monotonic() < deadline:
+        client.poll(0.05)
+    if refused:
+        raise ToolError(refused[0])
+    return client
 
 
 class ToolError(Exception):

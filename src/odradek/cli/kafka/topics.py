@@ -281,7 +281,7 @@ def _delete(client: Any, spec: _Options, opts: Parsed) -> None:
 
 
 def _describe(client: Any, spec: _Options, opts: Parsed) -> None:
-    from odradek.cli.topics import describe_topics
+    from odradek.cli.topics import describe_topics, kafka_uuid
 
     topic_id = opts.value(spec.topic_id)
     exclude = opts.has(spec.exclude_internal)
@@ -290,7 +290,8 @@ def _describe(client: Any, spec: _Options, opts: Parsed) -> None:
 
         names = _topics(client, None, exclude)
         described = client.describe_topics(TopicCollection(names)) if names else {}
-        found = [n for n, f in described.items() if str(f.result(TIMEOUT_S).topic_id) == topic_id]
+        found = [n for n, f in described.items()
+                 if kafka_uuid(f.result(TIMEOUT_S).topic_id) == topic_id]
         if not found and not opts.has(spec.if_exists):
             raise IllegalArgument(f"TopicId '{topic_id}' does not exist as expected")
     else:
