@@ -228,7 +228,9 @@ def _consume(argv: list[str]) -> None:
     explicit_group = opts.value(group) or conf.get("group.id")
     conf["group.id"] = explicit_group or f"console-consumer-{uuid.uuid4().int % 100000}"
     conf.setdefault("auto.offset.reset", "earliest" if opts.has(from_beginning) else "latest")
-    conf["enable.auto.commit"] = explicit_group is not None
+    if explicit_group is None:
+        # Kafka's: the made-up group's offsets are never read again, so never commit them
+        conf.setdefault("enable.auto.commit", "false")
     if opts.has(isolation):
         conf["isolation.level"] = opts.value(isolation)
     start = _start(p, opts.value(offset)) if opts.has(offset) else None
