@@ -64,6 +64,9 @@ def test_console_round_trip_with_keys_and_record_metadata(kafka: Run, bootstrap:
     from_offset = kafka("kafka-console-consumer.sh", *bootstrap, "--topic", topic_name,
                         "--partition", "0", "--offset", "2", "--max-messages", "1")
     assert from_offset.stdout == "third\n"
+    partition_start = kafka("kafka-console-consumer.sh", *bootstrap, "--topic", topic_name,
+                            "--partition", "0", "--from-beginning", "--max-messages", "1")
+    assert partition_start.stdout == "first\n"
 
 
 def test_console_tools_refuse_bad_flags(kafka: Run, bootstrap: list[str]) -> None:

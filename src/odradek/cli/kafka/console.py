@@ -233,7 +233,8 @@ def _consume(argv: list[str]) -> None:
         conf.setdefault("enable.auto.commit", "false")
     if opts.has(isolation):
         conf["isolation.level"] = opts.value(isolation)
-    start = _start(p, opts.value(offset)) if opts.has(offset) else None
+    start = _start(p, opts.value(offset)) if opts.has(offset) else \
+        _start(p, "earliest") if opts.has(from_beginning) else None
     _consume_loop(conf, opts.value(topic), opts.value(include), opts.int_value(partition),
                   start, opts.int_value(max_messages), opts.int_value(timeout_ms), fmt,
                   opts.has(skip))
