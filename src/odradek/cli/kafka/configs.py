@@ -233,7 +233,9 @@ def _alter(client: Any, spec: _Options, opts: Parsed, kind: str, name: str) -> N
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
     sets = _to_add(spec, opts)
-    deletes = [k.strip() for k in (opts.value(spec.delete_config) or "").split(",") if k.strip()]
+    # withValuesSeparatedBy(','): repeatable, and each value a comma-separated list
+    deletes = [k.strip() for item in opts.all(spec.delete_config) for k in item.split(",")
+               if k.strip()]
     source = _DYNAMIC_SOURCE["" if name == "" else kind]
     current = {k for k, e in _entries(client, kind, name).items() if e.source == source}
     missing = [k for k in deletes if k not in current]
