@@ -30,27 +30,13 @@ _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
 
 
 def load_properties(path: str) -> dict[str, str]:
-    """A Java .properties file: `k=v`, `k: v` or `k v`, `#`/`!` comments, `\\` continues."""
+    """A Java .properties file; a missing one fails as Java's FileInputStream does."""
+    from odradek.configdef import read_properties
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return read_properties(Path(path))
     except OSError as e:
         raise ToolError(f"{path} ({e.strerror})") from None
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.lstrip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        match = re.match(r"((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", line)
-        key, value = (match.group(1), match.group(2)) if match else (line, "")
-        props[key.replace("\\", "")] = value
-    if pending:
-        props[pending] = ""
-    return props
 
 
 def librdkafka_config(props: dict[str, str]) -> dict[str, Any]:
