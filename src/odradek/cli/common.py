@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, NoReturn, TypeVar
 
 import typer
@@ -54,8 +55,15 @@ def error_text(e: BaseException) -> str:
     return str(method()) if callable(method) else str(err)
 
 
+# Client properties a Kafka-syntax front end read from `--command-config FILE`: every
+# client the command makes gets them, so the odradek commands it calls honour that file.
+command_properties: ContextVar[dict[str, Any] | None] = ContextVar("command_properties",
+                                                                  default=None)
+
+
 def client_config(bootstrap: str, extra: list[str] | None = None) -> dict[str, Any]:
-    conf: dict[str, Any] = {"bootstrap.servers": bootstrap, "log_level": 3}
+    conf: dict[str, Any] = {**(command_properties.get() or {}), "bootstrap.servers": bootstrap,
+                            "log_level": 3}
     for item in extra or []:
         key, sep, value = item.partition("=")
         if not sep:

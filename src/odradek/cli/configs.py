@@ -44,12 +44,19 @@ def describe(
         entries = client.describe_configs([res])[res].result(TIMEOUT_S)
         what = f"topic {topic}" if topic else f"broker {broker}"
         print(f"{'All' if all_ else 'Dynamic'} configs for {what} are:")
-        for name, e in sorted(entries.items()):
+        for _, e in sorted(entries.items()):
             if not all_ and e.source in (4, 5):
                 continue
-            value = "null" if e.value is None else e.value
-            print(f"  {name}={value} sensitive={str(e.is_sensitive).lower()} "
-                  f"synonyms={{{_SOURCES.get(e.source, e.source)}:{name}={value}}}")
+            print(entry_line(e))
+
+
+def entry_line(e: Any) -> str:
+    """kafka-configs --describe's line for one config entry, with its synonyms."""
+    value = "null" if e.value is None else e.value
+    synonyms = list(e.synonyms.values()) if getattr(e, "synonyms", None) else [e]
+    text = ", ".join(f"{_SOURCES.get(s.source, s.source)}:{s.name}="
+                     f"{'null' if s.value is None else s.value}" for s in synonyms)
+    return f"  {e.name}={value} sensitive={str(e.is_sensitive).lower()} synonyms={{{text}}}"
 
 
 @app.command()

@@ -167,8 +167,6 @@ def reset_offsets(
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Reset a group's committed offsets; only while the group has no active members."""
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
-
     chosen = [to_earliest, to_latest, to_offset is not None, to_datetime is not None,
               shift_by is not None, by_duration is not None, from_file is not None]
     if sum(chosen) != 1:
@@ -177,39 +175,60 @@ def reset_offsets(
     if execute and dry_run:
         fail("--execute and --dry-run exclude each other")
     with reported():
-        desc, rows = describe_rows(bootstrap, group)
-        if desc.members and execute:
-            fail(f"Assignments can only be reset if the group '{group}' is inactive, but the "
-                 f"current state is {desc.state.name.title()}.")
-        current = {(r[1], r[2]): r[3] for r in rows}
-        probe = Consumer(client_config(bootstrap, ["group.id=odradek-groups-probe"]))
-        try:
-            if from_file is not None:
-                with from_file.open() as f:
-                    targets = {(t, int(p)): int(o) for t, p, o in csv.reader(f)}
-            else:
-                tps = _partitions(probe, topic, all_topics, current)
-                targets = _targets(probe, tps, current, to_earliest, to_latest, to_offset,
-                                   to_datetime, shift_by, by_duration)
-            bounded = {}
-            for (t, p), offset in targets.items():
-                low, high = probe.get_watermark_offsets(TopicPartition(t, p), timeout=TIMEOUT_S)
-                bounded[(t, p)] = min(max(offset, low), high)
-        finally:
-            probe.close()
+        bounded = plan_reset(bootstrap, group, topic, all_topics, to_earliest, to_latest,
+                             to_offset, to_datetime, shift_by, by_duration, from_file, execute)
         _table(("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"),
                [(group, t, p, o) for (t, p), o in sorted(bounded.items())])
         if not execute:
-            console.print("(dry run: add --execute to apply)")
+            if not dry_run:
+                console.print("(dry run: add --execute to apply)")
             return
-        request = ConsumerGroupTopicPartitions(
-            group, [TopicPartition(t, p, o) for (t, p), o in sorted(bounded.items())])
-        client = admin(bootstrap)
-        result = client.alter_consumer_group_offsets(
-            [request], request_timeout=TIMEOUT_S)[group].result()
-        for tp in result.topic_partitions:
-            if tp.error is not None:
-                fail(f"{tp.topic}-{tp.partition}: {error_text(tp.error)}")
+        apply_reset(bootstrap, group, bounded)
+
+
+def plan_reset(bootstrap: str, group: str, topic: list[str] | None, all_topics: bool,
+               to_earliest: bool, to_latest: bool, to_offset: int | None,
+               to_datetime: str | None, shift_by: int | None, by_duration: str | None,
+               from_file: Path | None, execute: bool) -> dict[tuple[str, int], int]:
+    """The offsets a reset would commit, clamped to each log's bounds; refused while the
+    group has active members and the reset is to be executed."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    desc, rows = describe_rows(bootstrap, group)
+    if desc.members and execute:
+        fail(f"Assignments can only be reset if the group '{group}' is inactive, but the "
+             f"current state is {desc.state.name.title()}.")
+    current = {(r[1], r[2]): r[3] for r in rows}
+    probe = Consumer(client_config(bootstrap, ["group.id=odradek-groups-probe"]))
+    try:
+        if from_file is not None:
+            with from_file.open() as f:
+                targets = {(t, int(p)): int(o) for t, p, o in csv.reader(f)}
+        else:
+            tps = _partitions(probe, topic, all_topics, current)
+            targets = _targets(probe, tps, current, to_earliest, to_latest, to_offset,
+                               to_datetime, shift_by, by_duration)
+        bounded = {}
+        for (t, p), offset in targets.items():
+            low, high = probe.get_watermark_offsets(TopicPartition(t, p), timeout=TIMEOUT_S)
+            bounded[(t, p)] = min(max(offset, low), high)
+    finally:
+        probe.close()
+    return bounded
+
+
+def apply_reset(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commit the offsets for the group."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+
+    request = ConsumerGroupTopicPartitions(
+        group, [TopicPartition(t, p, o) for (t, p), o in sorted(offsets.items())])
+    client = admin(bootstrap)
+    result = client.alter_consumer_group_offsets(
+        [request], request_timeout=TIMEOUT_S)[group].result()
+    for tp in result.topic_partitions:
+        if tp.error is not None:
+            fail(f"{tp.topic}-{tp.partition}: {error_text(tp.error)}")
 
 
 def _partitions(consumer: Any, topics: list[str] | None, all_topics: bool,

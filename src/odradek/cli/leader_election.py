@@ -25,18 +25,25 @@ def leader_election(
     all_partitions: bool = typer.Option(False, "--all-topic-partitions"),
 ) -> None:
     """Elect partition leaders (kafka-leader-election.sh)."""
-    from confluent_kafka import ElectionType, KafkaError, TopicPartition
-    from confluent_kafka.admin import AdminClient
-
-    kinds = {"preferred": ElectionType.PREFERRED, "unclean": ElectionType.UNCLEAN}
-    kind = kinds.get(election_type.lower())
-    if kind is None:
+    if election_type.lower() not in ("preferred", "unclean"):
         fail("--election-type is preferred or unclean")
     if all_partitions == (topic is not None):
         fail("give --all-topic-partitions, or --topic with --partition")
     if topic is not None and partition is None:
         fail("--topic needs --partition")
-    wanted = None if all_partitions else [TopicPartition(str(topic), int(partition or 0))]
+    elect(bootstrap, election_type,
+          None if all_partitions else [(str(topic), int(partition or 0))])
+
+
+def elect(bootstrap: str, election_type: str, partitions: list[tuple[str, int]] | None) -> None:
+    """Run one election of `election_type` for `partitions` (None: every partition) and
+    print Kafka's result lines; exit 1 if a partition failed."""
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    kind = {"preferred": ElectionType.PREFERRED,
+            "unclean": ElectionType.UNCLEAN}[election_type.lower()]
+    wanted = None if partitions is None else [TopicPartition(t, p) for t, p in partitions]
     label = election_type.upper()
     with reported():
         admin = AdminClient(client_config(bootstrap))

@@ -27,6 +27,8 @@ from odradek.cli import (
     transactions,
 )
 from odradek.cli import broker as broker_cmd
+from odradek.cli.kafka.path import kafka_path
+from odradek.cli.kafka.tools import TOOLS as KAFKA_TOOLS
 from odradek.cli.signals import long_running
 
 app = typer.Typer(
@@ -60,6 +62,26 @@ app.command("leader-election")(leader_election.leader_election)
 app.command("console")(long_running(console.run_console))
 app.command("schema-registry")(long_running(schemas.schema_registry))
 app.add_typer(schemas.app, name="schemas")
+
+# Kafka's own tools with Kafka's flags (joptsimple's syntax, which typer cannot parse):
+# every argument goes through untouched to the tool's own parser.
+_RAW = {"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []}
+
+
+def _kafka_tool(name: str) -> None:
+    def command(ctx: typer.Context) -> None:
+        from odradek.cli.kafka.tools import run
+
+        raise typer.Exit(run(name, list(ctx.args)))
+
+    command.__doc__ = f"Kafka's {name}.sh, with its flags and output."
+    # the console tools and perf tests run until stopped
+    app.command(name, context_settings=_RAW, add_help_option=False)(long_running(command))
+
+
+for _tool in KAFKA_TOOLS:
+    _kafka_tool(_tool)
+app.command("kafka-path")(kafka_path)
 
 
 @app.command("up")

@@ -136,6 +136,21 @@ def ongoing(cluster: _Cluster) -> dict[tuple[str, int], Any]:
     return {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
 
 
+def ongoing_text(bootstrap: str) -> str:
+    """The reassignments in progress, as kafka-reassign-partitions --list prints them."""
+    with reported():
+        moves = ongoing(_Cluster(bootstrap))
+    lines = []
+    for (t, p), m in sorted(moves.items()):
+        adding = f" adding: {','.join(map(str, m.adding_replicas))}." if m.adding_replicas else ""
+        removing = (f" removing: {','.join(map(str, m.removing_replicas))}."
+                    if m.removing_replicas else "")
+        lines.append(f"{t}-{p}: replicas: {','.join(map(str, m.replicas))}.{adding}{removing}")
+    if not lines:
+        return "No partition reassignments found."
+    return "Current partition reassignments:\n" + "\n".join(lines)
+
+
 def execute(cluster: _Cluster, path: Path) -> None:
     moves = _read_moves(path)
     current = {}

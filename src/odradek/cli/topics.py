@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import typer
@@ -78,9 +79,6 @@ def describe(
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Describe topics with the columns kafka-topics --describe prints."""
-    from confluent_kafka import TopicCollection
-    from confluent_kafka.admin import ConfigResource
-
     with reported():
         client = admin(bootstrap)
         md = client.list_topics(timeout=TIMEOUT_S)
@@ -88,27 +86,62 @@ def describe(
         for name in names:
             if name not in md.topics or md.topics[name].error is not None:
                 fail(f"Topic '{name}' does not exist.")
-        ids: dict[str, str] = {}
-        if names:
-            described = client.describe_topics(TopicCollection(names))
-            for name, fut in described.items():
-                ids[name] = str(fut.result(TIMEOUT_S).topic_id)
-        for name in names:
-            t = md.topics[name]
-            res = ConfigResource(ConfigResource.Type.TOPIC, name)
-            entries = client.describe_configs([res])[res].result(TIMEOUT_S)
-            overrides = ",".join(
-                f"{k}={v.value}" for k, v in sorted(entries.items())
-                if v.source == 1  # DYNAMIC_TOPIC_CONFIG
-            )
-            parts = sorted(t.partitions.values(), key=lambda p: p.id)
+        for line in describe_topics(client, names):
+            print(line)
+
+
+def kafka_uuid(value: Any) -> str:
+    """A topic id as Kafka prints it: URL-safe base64 (librdkafka's str() uses + and /)."""
+    return str(value).replace("+", "-").replace("/", "_")
+
+
+def _ids(nodes: Any) -> str:
+    return ",".join(str(n.id) for n in nodes)
+
+
+def describe_topics(client: Any, names: list[str], reports: frozenset[str] | set[str] = frozenset(),
+                    overrides_only: bool = False) -> Iterator[str]:
+    """kafka-topics --describe's lines: a topic line (configs that are not defaults), then a
+    line per partition. `reports` keeps only the partitions that are under-replicated,
+    unavailable, under-min-isr or at-min-isr (and drops the topic lines), as Kafka does."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import ConfigResource
+
+    if not names:
+        return
+    described = client.describe_topics(TopicCollection(names), request_timeout=TIMEOUT_S)
+    live = {n.id for n in client.describe_cluster(request_timeout=TIMEOUT_S)
+            .result(TIMEOUT_S).nodes}
+    for name in names:
+        desc = described[name].result(TIMEOUT_S)
+        res = ConfigResource(ConfigResource.Type.TOPIC, name)
+        entries = client.describe_configs([res])[res].result(TIMEOUT_S)
+        non_default = [(k, v.value) for k, v in sorted(entries.items()) if not v.is_default]
+        parts = sorted(desc.partitions, key=lambda p: p.id)
+        if not reports and (not overrides_only or non_default):
+            configs = ",".join(f"{k}={v}" for k, v in non_default)
             rf = len(parts[0].replicas) if parts else 0
-            print(f"Topic: {name}\tTopicId: {ids.get(name, '')}\tPartitionCount: {len(parts)}\t"
-                  f"ReplicationFactor: {rf}\tConfigs: {overrides}")
-            for p in parts:
-                print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
-                      f"Replicas: {','.join(map(str, p.replicas))}\t"
-                      f"Isr: {','.join(map(str, p.isrs))}")
+            yield (f"Topic: {name}\tTopicId: {kafka_uuid(desc.topic_id)}\t"
+                   f"PartitionCount: {len(parts)}\t"
+                   f"ReplicationFactor: {rf}\tConfigs: {configs}")
+        if overrides_only:
+            continue
+        min_isr_entry = entries.get("min.insync.replicas")
+        min_isr = int(min_isr_entry.value) if min_isr_entry is not None else 1
+        for p in parts:
+            leader = p.leader.id if p.leader is not None and p.leader.id >= 0 else None
+            flags = {
+                "under-replicated": len(p.replicas) > len(p.isr),
+                "unavailable": leader is None or leader not in live,
+                "under-min-isr": leader is None or len(p.isr) < min_isr,
+                "at-min-isr": len(p.isr) == min_isr,
+            }
+            if reports and not any(flags[r] for r in reports):
+                continue
+            yield (f"\tTopic: {name}\tPartition: {p.id}\t"
+                   f"Leader: {'none' if leader is None else leader}\t"
+                   f"Replicas: {_ids(p.replicas)}\tIsr: {_ids(p.isr)}\t"
+                   "Elr: N/A\tLastKnownElr: N/A")
 
 
 @app.command()

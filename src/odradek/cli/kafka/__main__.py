@@ -1,0 +1,3 @@
+from odradek.cli.kafka.tools import main
+
+main()
