@@ -23,6 +23,24 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_port_run(count: int) -> int:
+    """The first of `count` consecutive free ports, below the kernel's ephemeral range
+    (32768 and up here): a port next to one the kernel handed out is likely to be taken
+    by an outgoing connection a moment later."""
+    import random
+
+    for _ in range(200):
+        base = random.randrange(20000, 32000 - count)
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports")
+
+
 class BrokerProcess:
     """A broker started as `python -m odradek broker`, as a user would start it."""
 

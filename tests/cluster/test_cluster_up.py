@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.harness import client_config, quiet_stderr
-from tests.conftest import free_port
+from tests.conftest import free_port_run
 from tests.processes import started, stop, wait_for_output
 
 pytestmark = pytest.mark.timeout(180)
@@ -22,7 +22,8 @@ pytestmark = pytest.mark.timeout(180)
 
 def test_cluster_up_serves_a_replicated_topic_and_stops_on_sigint(tmp_path: Path) -> None:
     """Started as `cmd &` starts it, with SIGINT ignored: its SIGINT still stops it all."""
-    base, zk_port = free_port(), free_port()  # brokers take base, base + 1, base + 2
+    base = free_port_run(4)  # brokers take base, base + 1, base + 2; ZooKeeper base + 3
+    zk_port = base + 3
     log_path = tmp_path / "cluster-up.log"
     cmd = [sys.executable, "-m", "odradek", "cluster", "up", "--brokers", "3",
            "--data-dir", str(tmp_path / "c"), "--base-port", str(base),
