@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -21,12 +21,14 @@ def default_catalog_uri() -> str:
     return f"sqlite:///{(data_dir.parent / 'pipeline' / 'lake' / 'catalog.db').resolve()}"
 
 
-def read_client_config(path: Path) -> dict[str, str]:
-    """A client .properties file, as Kafka's tools take with --command-config."""
+def read_client_config(path: Path) -> dict[str, Any]:
+    """A client .properties file, as Kafka's tools take with --command-config: the Java
+    client's names (sasl.jaas.config, …) become librdkafka's, as the kafka-* tools do."""
+    from odradek.cli.kafka.client import librdkafka_config
     from odradek.configdef import read_properties
 
     try:
-        return read_properties(path)
+        return librdkafka_config(read_properties(path))
     except OSError as e:
         fail(f"cannot read --command-config {path}: {e.strerror}")
 
