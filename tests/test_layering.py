@@ -50,13 +50,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "testing": TESTING,
     "registry": CLIENT | {"registry"},
     "pipeline": CLIENT | {"pipeline", "registry"},  # decodes values by registered schemas
-    "console": CLIENT | {"console", "registry", "pipeline"},  # shows the lake and schemas
+    "console": CLIENT | {"console", "client", "registry", "pipeline"},  # the lake, schemas
     "advice": CLIENT | {"advice"},
-    "cli": CLIENT | {"cli", "advice", "console", "registry", "pipeline"},
+    # client-side helpers the CLI and the console share (health, lag, raw requests)
+    "client": CLIENT | {"client"},
+    "cli": CLIENT | {"cli", "client", "advice", "console", "registry", "pipeline"},
     "__main__": frozenset({"cli"}),
 }
 
-CLIENT_APPS = frozenset({"cli", "console", "registry", "pipeline", "advice"})
+CLIENT_APPS = frozenset({"cli", "client", "console", "registry", "pipeline", "advice"})
 
 # `odradek broker` and `odradek up` start a broker: like testing/, they are composition
 # roots, the one place outside server/ that may build one. Hosting the registry or the
@@ -75,16 +77,6 @@ ALLOW_LIST: dict[tuple[str, str], str] = {
     # the console finds the lake `odradek up` wrote from the broker's log.dirs: one data
     # home every command shares (ODRADEK_HOME) replaces this
     ("odradek.cli.console", "odradek.server.config"): "issue 23",
-    # client-side helpers the console shares with the CLI (lag, health, raw admin calls):
-    # they move to a client package both import, ending the cli <-> console cycle
-    ("odradek.console.groups", "odradek.cli.groups"): "issue 17",
-    ("odradek.console.routes_cluster", "odradek.cli.health"): "issue 17",
-    ("odradek.console.sampler", "odradek.cli.health"): "issue 17",
-    ("odradek.console.txns", "odradek.cli"): "issue 17",
-    ("odradek.console.txns", "odradek.cli.transactions"): "issue 17",
-    # the embedded cluster starts Debian's ZooKeeper as `odradek cluster up` does: the
-    # launcher moves out of cli/ to a module both import
-    ("odradek.testing.cluster", "odradek.cli.local_zookeeper"): "issue 20",
 }
 
 # the network and the event loop: only the server (and the clients) touch them

@@ -1,4 +1,4 @@
-"""A real ZooKeeper for tests: odradek.cli.local_zookeeper's process as a module fixture."""
+"""A real ZooKeeper for tests: odradek.cluster.local_zookeeper's process as a module fixture."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from odradek.cli.local_zookeeper import (
+from odradek.cluster.local_zookeeper import (
     ZooKeeperProcess,
     four_letter_word,
     zookeeper_available,

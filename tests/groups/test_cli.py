@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, TopicPartition
 from typer.testing import CliRunner
 
 from odradek.cli import groups, lag
-from odradek.cli.lag import Sample, evaluate_partition, group_status
+from odradek.client.lag import Sample, evaluate_partition, group_status
 from tests.conftest import BrokerProcess
 from tests.groups.helpers import create_topic, member, poll_until, produce, unique
 

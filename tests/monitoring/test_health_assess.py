@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.cli.health import (
+from odradek.client.health import (
     Alarm,
     BrokerView,
     ClusterView,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from odradek.cli.transactions import describe_transactions
+from odradek.client.transactions import describe_transactions
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import NewRecord, decode_batches, encode_batch
 from tests.conftest import BrokerProcess

@@ -66,7 +66,7 @@ def up(
     log_level: str = typer.Option("INFO", "--log-level"),
 ) -> None:
     """Start N brokers on ZooKeeper and print the bootstrap servers; Ctrl-C stops all."""
-    from odradek.cli.local_zookeeper import ZooKeeperProcess, zookeeper_available
+    from odradek.cluster.local_zookeeper import ZooKeeperProcess, zookeeper_available
 
     data_dir = data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)

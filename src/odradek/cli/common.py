@@ -34,6 +34,7 @@ def reported() -> Iterator[None]:
     """Turn client and config exceptions into one-line errors."""
     from confluent_kafka import KafkaException
 
+    from odradek.client import ClientError
     from odradek.configdef import ConfigError
 
     try:
@@ -42,7 +43,7 @@ def reported() -> Iterator[None]:
         raise
     except KafkaException as e:
         fail(error_text(e))
-    except (ConfigError, ValueError, OSError) as e:
+    except (ClientError, ConfigError, ValueError, OSError) as e:
         fail(str(e))
     except KeyboardInterrupt:
         sys.exit(130)

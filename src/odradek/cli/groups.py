@@ -7,18 +7,19 @@ Python binding lacks, is sent as the one raw request it is.
 from __future__ import annotations
 
 import csv
-import datetime
-import re
 from pathlib import Path
 from typing import Any
 
 import typer
 
 from odradek.cli.common import BootstrapOption, client_config, console, error_text, fail, reported
+from odradek.client import offsets, raw
+from odradek.client.raw import error_name
 
 app = typer.Typer(no_args_is_help=True, help="Manage consumer groups (kafka-consumer-groups.sh).")
 
 TIMEOUT_S = 30
+CLIENT_ID = "odradek-groups"
 COLUMNS = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
            "CONSUMER-ID", "HOST", "CLIENT-ID")
 
@@ -114,39 +115,6 @@ def describe(
         _table(COLUMNS, rows)
 
 
-_DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
-
-
-def parse_duration(text: str) -> datetime.timedelta:
-    """ISO-8601 durations as kafka-consumer-groups takes them: PnDTnHnMnS."""
-    m = _DURATION.match(text.strip().upper())
-    if not m or text.strip().upper() in ("P", "PT"):
-        raise ValueError(f"invalid duration {text!r}: expected e.g. PT10M or P1DT2H")
-    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
-    return datetime.timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
-
-
-def parse_datetime(text: str) -> int:
-    """'2024-01-31T10:00:00.000' (UTC unless an offset is given) → epoch milliseconds."""
-    value = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.UTC)
-    return int(value.timestamp() * 1000)
-
-
-def _offsets_for_time(consumer: Any, tps: list[tuple[str, int]], ms: int) -> dict[Any, int]:
-    from confluent_kafka import TopicPartition
-
-    found = consumer.offsets_for_times([TopicPartition(t, p, ms) for t, p in tps],
-                                       timeout=TIMEOUT_S)
-    out = {}
-    for tp in found:
-        if tp.offset < 0:  # no record at or after that time: the log end
-            _, tp.offset = consumer.get_watermark_offsets(tp, timeout=TIMEOUT_S)
-        out[(tp.topic, tp.partition)] = tp.offset
-    return out
-
-
 @app.command("reset-offsets")
 def reset_offsets(
     group: str = typer.Argument(..., help="Group id"),
@@ -206,7 +174,7 @@ def plan_reset(bootstrap: str, group: str, topic: list[str] | None, all_topics: 
                 targets = {(t, int(p)): int(o) for t, p, o in csv.reader(f)}
         else:
             tps = _partitions(probe, topic, all_topics, current)
-            targets = _targets(probe, tps, current, to_earliest, to_latest, to_offset,
+            targets = offsets.targets(probe, tps, current, to_earliest, to_latest, to_offset,
                                to_datetime, shift_by, by_duration)
         bounded = {}
         for (t, p), offset in targets.items():
@@ -249,34 +217,6 @@ def _partitions(consumer: Any, topics: list[str] | None, all_topics: bool,
     return out
 
 
-def _targets(consumer: Any, tps: list[tuple[str, int]], current: dict[tuple[str, int], Any],
-             to_earliest: bool, to_latest: bool, to_offset: int | None,
-             to_datetime: str | None, shift_by: int | None, by_duration: str | None
-             ) -> dict[tuple[str, int], int]:
-    from confluent_kafka import TopicPartition
-
-    if to_datetime is not None:
-        return _offsets_for_time(consumer, tps, parse_datetime(to_datetime))
-    if by_duration is not None:
-        now = datetime.datetime.now(datetime.UTC)
-        ms = int((now - parse_duration(by_duration)).timestamp() * 1000)
-        return _offsets_for_time(consumer, tps, ms)
-    out = {}
-    for t, p in tps:
-        low, high = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=TIMEOUT_S)
-        if to_earliest:
-            out[(t, p)] = low
-        elif to_latest:
-            out[(t, p)] = high
-        elif to_offset is not None:
-            out[(t, p)] = to_offset
-        else:
-            assert shift_by is not None
-            base = current.get((t, p))
-            out[(t, p)] = (low if base is None else base) + shift_by
-    return out
-
-
 @app.command()
 def delete(
     groups: list[str] = typer.Argument(..., help="Group ids"),
@@ -312,44 +252,28 @@ def delete_offsets(
             probe.close()
         errors = _offset_delete(bootstrap, group, tps)
         _table(("TOPIC", "PARTITION", "STATUS"),
-               [(t, p, "Successful" if code == 0 else f"Error: {_error_name(code)}")
+               [(t, p, "Successful" if code == 0 else f"Error: {error_name(code)}")
                 for (t, p), code in sorted(errors.items())])
         if any(errors.values()):
             raise typer.Exit(1)
 
 
-def _error_name(code: int) -> str:
-    from odradek.protocol.errors import ErrorCode
-
-    return ErrorCode(code).name.upper()
-
-
 def _offset_delete(bootstrap: str, group: str, tps: list[tuple[str, int]]
                    ) -> dict[tuple[str, int], int]:
     """FindCoordinator, then OffsetDelete v0 to the coordinator (raw: no binding has it)."""
-    from odradek.protocol.messages import request_class
-
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    found = _call(host, int(port), 10, 1, request_class(10, 1)(key=group, key_type=0))
+    found = raw.request((host, int(port)), 10, 1, CLIENT_ID, key=group, key_type=0)
     if found.error_code:
-        fail(f"FindCoordinator: {_error_name(found.error_code)}")
-    cls = request_class(47, 0)
-    schema = __import__(cls.__module__, fromlist=["x"])
+        fail(f"FindCoordinator: {error_name(found.error_code)}")
+    s = raw.schema(47, 0)
     by_topic: dict[str, list[int]] = {}
     for t, p in tps:
         by_topic.setdefault(t, []).append(p)
-    body = cls(group_id=group, topics=tuple(
-        schema.OffsetDeleteRequestTopic(name=t, partitions=tuple(
-            schema.OffsetDeleteRequestPartition(partition_index=p) for p in parts))
-        for t, parts in by_topic.items()))
-    response = _call(found.host, found.port, 47, 0, body)
+    response = raw.request((found.host, found.port), 47, 0, CLIENT_ID, group_id=group,
+                           topics=tuple(s.OffsetDeleteRequestTopic(name=t, partitions=tuple(
+                               s.OffsetDeleteRequestPartition(partition_index=p)
+                               for p in parts)) for t, parts in by_topic.items()))
     if response.error_code:
-        fail(f"{group}: {_error_name(response.error_code)}")
+        fail(f"{group}: {error_name(response.error_code)}")
     return {(t.name, p.partition_index): int(p.error_code)
             for t in response.topics for p in t.partitions}
-
-
-def _call(host: str, port: int, api_key: int, version: int, body: Any) -> Any:
-    from odradek.cli.raw_call import call
-
-    return call((host, port), api_key, version, body, "odradek-groups")

@@ -18,54 +18,17 @@ latest sample.
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections import deque
-from dataclasses import dataclass
 
 import typer
 from rich.table import Table
 
 from odradek.cli.common import BootstrapOption, console, reported
 from odradek.cli.signals import long_running
+from odradek.client.lag import Sample, evaluate_partition, group_status
 
 app = typer.Typer(help="Evaluate a consumer group's lag as Burrow does.")
-
-
-@dataclass(frozen=True)
-class Sample:
-    time: float
-    offset: int | None  # committed; None when the group has none for the partition
-    log_end: int
-
-    @property
-    def lag(self) -> int | None:
-        return None if self.offset is None else max(self.log_end - self.offset, 0)
-
-
-def evaluate_partition(window: list[Sample], has_members: bool = True) -> str:
-    if not window or window[-1].offset is None:
-        return "ERR"
-    samples = [s for s in window if s.offset is not None]
-    offsets = [s.offset or 0 for s in samples]
-    lags = [s.lag or 0 for s in samples]
-    if any(b < a for a, b in itertools.pairwise(offsets)):
-        return "REWIND"
-    if any(lag == 0 for lag in lags):
-        return "OK"
-    if len(set(offsets)) == 1 and len(samples) > 1:
-        return "STALL" if has_members else "STOP"
-    if len(samples) > 1 and all(b > a for a, b in itertools.pairwise(lags)):
-        return "WARN"
-    return "OK"
-
-
-def group_status(statuses: list[str]) -> str:
-    if any(s in ("STOP", "STALL", "REWIND", "ERR") for s in statuses):
-        return "ERR"
-    if any(s == "WARN" for s in statuses):
-        return "WARN"
-    return "OK"
 
 
 class LagWatcher:

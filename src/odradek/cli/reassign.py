@@ -102,7 +102,8 @@ def generate(cluster: _Cluster, topics_file: Path, broker_list: str) -> None:
 
 
 def _alter(cluster: _Cluster, moves: dict[tuple[str, int], list[int] | None]) -> list[str]:
-    from odradek.cli.transactions import call, schema
+    from odradek.client.raw import schema
+    from odradek.client.transactions import call
 
     req = schema(ALTER_PARTITION_REASSIGNMENTS, 0)
     by_topic: dict[str, list[Any]] = {}
@@ -129,7 +130,7 @@ def _ms(seconds: float) -> Any:
 
 
 def ongoing(cluster: _Cluster) -> dict[tuple[str, int], Any]:
-    from odradek.cli.transactions import call
+    from odradek.client.transactions import call
 
     response = call(cluster.controller, LIST_PARTITION_REASSIGNMENTS, 0,
                     timeout=_ms(TIMEOUT_S), topics=None)

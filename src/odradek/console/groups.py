@@ -15,7 +15,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from odradek.cli.groups import _targets
+from odradek.client.offsets import targets as reset_targets
 from odradek.console.admin import Admin, ConsoleError, error_text
 
 STRATEGIES = ("earliest", "latest", "offset", "datetime", "shift", "duration")
@@ -167,7 +167,7 @@ def preview(admin: Admin, group: str, req: ResetRequest, metadata: Any) -> list[
         raise ConsoleError(f"no leader answers for {', '.join(missing[:5])}: try again later")
     probe = Consumer(admin.settings.kafka_config(**{"group.id": "odradek-console-probe"}))
     try:
-        targets = _targets(_KnownWatermarks(probe, bounds), tps, current,
+        targets = reset_targets(_KnownWatermarks(probe, bounds), tps, current,
                            req.strategy == "earliest", req.strategy == "latest",
                            int(req.value) if req.strategy == "offset" else None,
                            req.value if req.strategy == "datetime" else None,

@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from odradek.cli.health import leader_balance
+from odradek.client.health import leader_balance
 from odradek.console import browse as browser
 from odradek.console.admin import ConsoleError, partition_rows, topic_rows
 from odradek.console.web import back, blocking, post_route, render, state

@@ -82,7 +82,7 @@ async def transactions(request: Request) -> Response:
             scan.request(max_min, force=True)
             return RedirectResponse(f"/transactions?max_timeout_min={max_min}", 303)
         scan.request(max_min)  # the live region shows its result when it is done
-        rows = await blocking(txns.ongoing, s.settings.bootstrap)
+        rows = await blocking(txns.ongoing, s.settings.kafka_config())
     except ConsoleError as e:
         error = str(e)
     return render(request, "transactions.html", ongoing=rows, scan=scan, error=error,
@@ -95,7 +95,8 @@ async def abort(request: Request, form: dict[str, str]) -> Response:
     except ValueError:
         raise ConsoleError("partition and start offset must be whole numbers") from None
     topic = form.get("topic", "")
-    pid = await blocking(txns.abort, state(request).settings.bootstrap, topic, partition, start)
+    pid = await blocking(txns.abort, state(request).settings.kafka_config(), topic, partition,
+                         start)
     return back("/transactions", f"aborted producer {pid}'s transaction in {topic}-{partition}")
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from confluent_kafka.admin import ConfigResource, ConfigSource
 
-from odradek.cli.health import Alarm, ClusterView, Collector, GroupView, Thresholds, assess
+from odradek.client.health import Alarm, ClusterView, Collector, GroupView, Thresholds, assess
 from odradek.console.admin import error_text
 from odradek.console.settings import ConsoleSettings
 
@@ -88,8 +88,8 @@ def scrape_totals(url: str, timeout: float) -> tuple[float, float]:
 class Sampler:
     def __init__(self, settings: ConsoleSettings) -> None:
         self.settings = settings
-        self.collector = Collector(settings.bootstrap, window=10, timeout=settings.timeout_s,
-                                   config=settings.kafka_config())
+        self.collector = Collector(settings.kafka_config(), window=10,
+                                   timeout=settings.timeout_s)
         self.history = History(settings.history_s)
         self.view: ClusterView | None = None
         self.alarms: list[Alarm] = []

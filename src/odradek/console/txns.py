@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import typer
-
-from odradek.cli import transactions as tx
+from odradek.client import ClientError
+from odradek.client import transactions as tx
+from odradek.client.raw import error_name, schema
 from odradek.console.admin import ConsoleError
 
 SECURED = ("the transactions APIs have no binding in confluent-kafka and are sent on plain "
@@ -39,17 +39,17 @@ class Hanging:
     minutes: int
 
 
-def _cluster(bootstrap: str) -> Any:
+def _cluster(config: dict[str, Any]) -> Any:
     try:
-        return tx.Cluster(bootstrap)
+        return tx.Cluster(config)
     except Exception as e:  # confluent-kafka's KafkaException
         raise ConsoleError(f"cannot reach the cluster: {e}") from None
 
 
-def ongoing(bootstrap: str) -> list[Ongoing]:
+def ongoing(config: dict[str, Any]) -> list[Ongoing]:
     """Every transactional id the coordinators know, described."""
     try:
-        cluster = _cluster(bootstrap)
+        cluster = _cluster(config)
         now = time.time() * 1000
         out = []
         for tid, node, _pid, state in tx.list_all(cluster):
@@ -58,20 +58,19 @@ def ongoing(bootstrap: str) -> list[Ongoing]:
                 tid, node, d.producer_id, d.producer_epoch, state,
                 (now - d.start_ms) / 1000 if d.start_ms >= 0 else None, d.timeout_ms,
                 ", ".join(f"{t}-{p}" for t, p in d.partitions) or "-"))
-    except typer.Exit:  # the CLI helpers already said why on stderr
-        raise ConsoleError("a broker refused a transactions request (see the console's "
-                           "log)") from None
+    except ClientError as e:
+        raise ConsoleError(str(e)) from None
     except OSError as e:
         raise ConsoleError(f"a broker did not answer: {e}") from None
     return out
 
 
-def hanging(bootstrap: str, max_timeout_min: int) -> list[Hanging]:
+def hanging(config: dict[str, Any], max_timeout_min: int) -> list[Hanging]:
     """Asks every partition's leader for its producers: one request per partition."""
     try:
-        rows = tx.find_hanging_rows(_cluster(bootstrap), None, None, max_timeout_min)
-    except typer.Exit:
-        raise ConsoleError("a broker refused a DescribeProducers request") from None
+        rows = tx.find_hanging_rows(_cluster(config), None, None, max_timeout_min)
+    except ClientError as e:
+        raise ConsoleError(str(e)) from None
     except OSError as e:
         raise ConsoleError(f"a broker did not answer: {e}") from None
     return [Hanging(t, p, pid, epoch, start, minutes)
@@ -84,8 +83,8 @@ class HangingScan:
 
     RESCAN_S = 300.0
 
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config  # the console's client config
         self.rows: list[Hanging] = []
         self.checked_at = 0.0
         self.max_timeout_min = 15
@@ -110,7 +109,7 @@ class HangingScan:
 
     def _scan(self, max_timeout_min: int) -> None:
         try:
-            self.rows, self.error = hanging(self.bootstrap, max_timeout_min), None
+            self.rows, self.error = hanging(self.config, max_timeout_min), None
         except ConsoleError as e:
             self.error = str(e)
         finally:
@@ -119,29 +118,29 @@ class HangingScan:
             self._running = False
 
 
-def abort(bootstrap: str, topic: str, partition: int, start_offset: int) -> int:
+def abort(config: dict[str, Any], topic: str, partition: int, start_offset: int) -> int:
     """Write an ABORT marker for the transaction open at `start_offset`; its producer id."""
     try:
-        cluster = _cluster(bootstrap)
+        cluster = _cluster(config)
         found = [p for p in tx.producers_of(cluster, topic, partition)
                  if p.current_txn_start_offset == start_offset]
         if not found:
             raise ConsoleError(f"no open transaction starts at offset {start_offset} of "
                                f"{topic}-{partition} (already ended?)")
         prod = found[0]
-        s = tx.schema(tx.WRITE_TXN_MARKERS, 1)
+        s = schema(tx.WRITE_TXN_MARKERS, 1)
         marker = s.WritableTxnMarker(
             producer_id=prod.producer_id, producer_epoch=prod.producer_epoch,
             transaction_result=False, coordinator_epoch=max(prod.coordinator_epoch, 0),
             topics=(s.WritableTxnMarkerTopic(name=topic, partition_indexes=(partition,)),))
         response = tx.call(cluster.leader(topic, partition), tx.WRITE_TXN_MARKERS, 1,
                            markers=(marker,))
-    except typer.Exit:
-        raise ConsoleError(f"{topic}-{partition} has no leader or does not exist") from None
+    except ClientError as e:
+        raise ConsoleError(str(e)) from None
     except OSError as e:
         raise ConsoleError(f"the leader of {topic}-{partition} did not answer: {e}") from None
     code = response.markers[0].topics[0].partitions[0].error_code
     if code:
         raise ConsoleError(f"aborting producer {prod.producer_id}'s transaction in "
-                           f"{topic}-{partition}: {tx._error_name(code)}")
+                           f"{topic}-{partition}: {error_name(code)}")
     return int(prod.producer_id)

@@ -176,7 +176,7 @@ def create_app(settings: ConsoleSettings, sampler: Sampler | None = None) -> Sta
               Mount("/static", StaticFiles(directory=str(_PACKAGE / "static")), name="static")]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.console = State(settings, admin, sampler, lake)
-    app.state.hanging = HangingScan(settings.bootstrap)
+    app.state.hanging = HangingScan(settings.kafka_config())
     app.state.browser = browser
     app.state.started = time.time()
     return app

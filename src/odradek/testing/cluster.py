@@ -69,7 +69,7 @@ class SharedZooKeeper:
         self._zk: Any = None
 
     def start(self, wait: bool = True, timeout: float = 60.0) -> SharedZooKeeper:
-        from odradek.cli.local_zookeeper import ZooKeeperProcess, zookeeper_available
+        from odradek.cluster.local_zookeeper import ZooKeeperProcess, zookeeper_available
 
         if not zookeeper_available():
             raise TestkitError("EmbeddedCluster needs ZooKeeper and Java: install Debian's "
