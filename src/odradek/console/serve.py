@@ -9,8 +9,8 @@ import time
 
 import uvicorn
 
+from odradek.console.app import create_app
 from odradek.console.settings import ConsoleSettings
-from odradek.console.web import create_app
 
 
 def build_server(settings: ConsoleSettings, host: str, port: int) -> uvicorn.Server:

@@ -1,4 +1,5 @@
-"""The Starlette app: shared state, rendering, CSRF protection and read-only mode.
+"""What every page and action of the console uses: shared state, rendering, CSRF
+protection and read-only mode. The app that wires them is console/app.py.
 
 Every blocking client call runs in a worker thread (`blocking`), never on the event
 loop. Mutating routes are POSTs that carry a CSRF token (double submit: a SameSite
@@ -11,36 +12,30 @@ from __future__ import annotations
 import datetime as dt
 import hmac
 import secrets
-import time
 import urllib.parse
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any, TypeVar
 
-from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
-from starlette.routing import Mount, Route
-from starlette.staticfiles import StaticFiles
+from starlette.routing import Route
 from starlette.templating import Jinja2Templates
 
 from odradek.console.admin import Admin, ConsoleError
-from odradek.console.browse import Browser
 from odradek.console.lake import Lake
 from odradek.console.sampler import Sampler
 from odradek.console.settings import ConsoleSettings
-from odradek.console.txns import HangingScan
 
 CSRF_COOKIE = "odradek_csrf"
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "x-csrf-token"
 T = TypeVar("T")
 
-_PACKAGE = files("odradek.console")
-templates = Jinja2Templates(directory=str(_PACKAGE / "templates"))
+PACKAGE = files("odradek.console")
+templates = Jinja2Templates(directory=str(PACKAGE / "templates"))
 
 
 def _size(n: int | float | None) -> str:
@@ -151,32 +146,3 @@ def post_route(path: str, handler: Callable[[Request, dict[str, str]], Any]) -> 
 def _without_msg(query: str) -> str:
     pairs = [(k, v) for k, v in urllib.parse.parse_qsl(query) if k != "msg"]
     return urllib.parse.urlencode(pairs)
-
-
-def create_app(settings: ConsoleSettings, sampler: Sampler | None = None) -> Starlette:
-    from odradek.console import routes_cluster, routes_ops
-
-    admin = Admin(settings)
-    sampler = sampler or Sampler(settings)
-    lake = Lake(settings.lake_catalog_uri, settings.lake_warehouse)
-    browser = Browser(settings)
-
-    @asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        sampler.start()
-        # the first page should show the cluster, not "no data yet"
-        await run_in_threadpool(sampler.wait_for_round, 0, settings.timeout_s + 5)
-        try:
-            yield
-        finally:
-            await run_in_threadpool(sampler.stop)
-            await run_in_threadpool(browser.close)
-
-    routes = [*routes_cluster.routes(), *routes_ops.routes(),
-              Mount("/static", StaticFiles(directory=str(_PACKAGE / "static")), name="static")]
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.console = State(settings, admin, sampler, lake)
-    app.state.hanging = HangingScan(settings.kafka_config())
-    app.state.browser = browser
-    app.state.started = time.time()
-    return app

@@ -11,6 +11,6 @@ import sys
 
 if __name__ == "__main__":
     sys.modules.setdefault("hypothesis", None)  # type: ignore[arg-type]
-    from odradek.testing.child import main
+    from odradek.testing.child_process import main
 
     main()

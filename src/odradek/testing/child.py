@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
-import os
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -200,102 +197,3 @@ class RemoteFaults:
     @property
     def pending(self) -> list[Fault]:
         raise TestkitError("pending faults are only listed in the broker's process")
-
-
-# ---- the child's side -----------------------------------------------------------------
-
-def _serve(stdin: IO[str], stdout: IO[str]) -> None:
-    from odradek.protocol.errors import KafkaError
-    from odradek.server import broker as _preload  # noqa: F401 - import before `start`
-    from odradek.testing.embedded import EmbeddedBroker
-
-    embedded: EmbeddedBroker | None = None
-
-    def answer(value: dict[str, Any]) -> None:
-        stdout.write(json.dumps(value) + "\n")
-        stdout.flush()
-
-    for line in stdin:
-        command = json.loads(line)
-        op = command.pop("op")
-        try:
-            if op == "start":
-                props = dict(command["properties"])
-                data_dir = props.pop("log.dirs")
-                host, port = props.pop("listeners").rsplit("//", 1)[1].rsplit(":", 1)
-                embedded = EmbeddedBroker(props, data_dir=data_dir, host=host, port=int(port),
-                                          defaults={})
-                embedded.start()
-                answer({"port": embedded.port})
-                continue
-            if embedded is None:
-                raise TestkitError(f"{op} before start")
-            if op == "stop":
-                embedded.stop()
-                answer({})
-                return
-            answer(_command(embedded, op, command))
-        except KafkaError as e:
-            answer({"error": str(e), "kafka_error": int(e.code)})
-        except Exception as e:
-            answer({"error": f"{type(e).__name__}: {e}" if not isinstance(e, TestkitError)
-                    else str(e)})
-    if embedded is not None:  # stdin closed: the parent is gone
-        embedded.stop()
-
-
-def _command(embedded: Any, op: str, args: dict[str, Any]) -> dict[str, Any]:
-    if op == "create_topic":
-        embedded.create_topic(args["name"], args["partitions"], args["replication_factor"],
-                              args["config"])
-        return {}
-    if op == "delete_topic":
-        embedded.delete_topic(args["name"])
-        return {}
-    if op == "faults":
-        faults = embedded.faults
-        if args["method"] != "injected":
-            getattr(faults, args["method"])(*args["args"], **args["kwargs"])
-        return {"injected": list(faults.injected)}
-    if op == "image":
-        summary: dict[str, Any] = embedded.call(_image_summary)
-        return summary
-    raise TestkitError(f"unknown command {op!r}")
-
-
-def _image_summary(broker: Any) -> dict[str, Any]:
-    """What this broker's metadata image says: brokers, controller, partitions' leaders,
-    and which partitions it hosts with their high watermarks."""
-    image = broker.controller.image
-    partitions = {}
-    for topic in image.topics.values():
-        for p in topic.partitions:
-            partitions[f"{topic.name}/{p.partition}"] = {
-                "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isr)}
-    hosted = {f"{t}/{i}": {"leader": p.is_leader if hasattr(p, "is_leader") else None}
-              for (t, i), p in broker.replicas.partitions.items()}
-    return {"brokers": sorted(b.node_id for b in image.brokers.values()
-                              if not getattr(b, "fenced", False)),
-            "controller": image.controller_id, "partitions": partitions, "hosted": hosted}
-
-
-def main() -> None:
-    if len(sys.argv) == 3 and sys.argv[1] == "--zygote":
-        from odradek.testing.zygote import zygote_main
-
-        _configure_process()
-        zygote_main(int(sys.argv[2]))
-        return
-    _configure_process()
-    _serve(sys.stdin, sys.stdout)
-
-
-def _configure_process() -> None:
-    logging.basicConfig(level=os.environ.get("ODRADEK_LOG_LEVEL", "INFO"),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # The parent stops us through stdin; signals from a terminal go to the parent.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-if __name__ == "__main__":
-    main()

@@ -14,9 +14,7 @@ the path of its log; the zygote answers with the broker's pid and reaps it when 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -136,50 +134,3 @@ class Zygote:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait(10)
-
-
-# ---- the zygote's side ------------------------------------------------------------------
-
-def zygote_main(control_fd: int) -> None:
-    from odradek.server import broker as _broker  # noqa: F401 - what the forks share
-    from odradek.server import zk_membership as _zk  # noqa: F401
-    from odradek.testing import child
-    from odradek.testing import embedded as _embedded  # noqa: F401
-
-    control = socket.socket(fileno=control_fd)
-
-    def reap(_sig: int, _frame: object) -> None:
-        with contextlib.suppress(ChildProcessError):
-            while os.waitpid(-1, os.WNOHANG)[0] > 0:
-                pass
-
-    signal.signal(signal.SIGCHLD, reap)
-    while True:
-        message, fds, _flags, _addr = socket.recv_fds(control, 4096, 1)
-        if not message:
-            return  # the parent closed the control socket (or died)
-        pid = os.fork()
-        if pid == 0:
-            _forked(control, fds[0], message.decode(), child)
-        os.close(fds[0])
-        control.sendall(f"{pid}\n".encode())
-
-
-def _forked(control: socket.socket, fd: int, log_path: str, child: object) -> None:
-    """The forked broker process: never returns into the zygote's loop."""
-    status = 1
-    try:
-        control.close()
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(log, 2)
-        os.close(log)
-        for handler in logging.getLogger().handlers:
-            handler.flush()
-        channel = socket.socket(fileno=fd)
-        rfile = channel.makefile("r", encoding="utf-8")
-        wfile = channel.makefile("w", encoding="utf-8")
-        child._serve(rfile, wfile)  # type: ignore[attr-defined]
-        status = 0
-    finally:
-        os._exit(status)
