@@ -4,6 +4,7 @@ no librdkafka underneath. Node and the npm packages are installed by `make test`
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -17,11 +18,15 @@ from tests.conftest import BrokerProcess
 DRIVER_DIR = Path(__file__).parent / "kafkajs"
 
 
-def kafkajs(scenario: str, bootstrap: str, topic: str, *args: str) -> Any:
+def kafkajs(scenario: str, bootstrap: str, topic: str, *args: str,
+            security: dict[str, Any] | None = None) -> Any:
+    """Run a drive.js scenario; `security`: its ssl and sasl options (drive.js says how)."""
     if shutil.which("node") is None or not (DRIVER_DIR / "node_modules" / "kafkajs").exists():
         pytest.fail("node and tests/clients/kafkajs/node_modules are missing: run `make test`")
+    env = dict(os.environ, ODRADEK_KAFKAJS_SECURITY=json.dumps(security or {}))
     result = subprocess.run(["node", "drive.js", scenario, bootstrap, topic, *args],
-                            cwd=DRIVER_DIR, capture_output=True, text=True, timeout=120)
+                            cwd=DRIVER_DIR, capture_output=True, text=True, timeout=120,
+                            env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     return json.loads(result.stdout)
 

@@ -30,6 +30,7 @@ from odradek.protocol.messages import (
     encode_response,
     is_flexible_request,
 )
+from odradek.security.sasl.session import SaslSession
 from odradek.server.error_responses import error_response
 from odradek.server.handlers import HANDLERS
 from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
@@ -77,13 +78,15 @@ class RequestPipeline:
 
     def process(self, frame: bytearray, client: Client) -> Any:
         """A Reply, CLOSE_CONNECTION, or an awaitable of one of them (the handler waits)."""
+        security = client.security
+        if security is not None and security.sasl is not None and security.sasl.raw_tokens:
+            return _raw_token(frame, security.sasl, client)
         try:
             api_key, version, correlation_id = peek_ids(frame)
         except InvalidRequest:
             log.warning("closing connection from %s:%d: request shorter than a header",
                         client.host, client.port)
             return CLOSE_CONNECTION
-        security = client.security
         if security is not None and security.sasl is not None and not security.sasl.allows(
                 api_key, int(time.time() * 1000)):
             # Kafka: nothing but ApiVersions and the SASL exchange before a login (or once
@@ -245,3 +248,20 @@ class RequestPipeline:
             log.exception("%s: could not build its error response", where)
         log.warning("%s: closing the connection (no error response for this API)", where)
         return CLOSE_CONNECTION
+
+
+def _raw_token(frame: bytearray, sasl: SaslSession, client: Client) -> Any:
+    """One token of a SaslHandshake v0 exchange: the frame is the mechanism's bytes, the
+    answer the server's bytes, size-prefixed; a failed login closes the connection after
+    connection.failed.authentication.delay.ms (v0 has no error response to carry it)."""
+    result = sasl.authenticate(bytes(frame), int(time.time() * 1000))
+    if result.error == ErrorCode.none:
+        return len(result.auth_bytes).to_bytes(4, "big") + result.auth_bytes
+
+    async def refused() -> Any:
+        await asyncio.sleep((result.close_after_ms or 0) / 1000)
+        return CLOSE_CONNECTION
+
+    log.info("closing connection from %s:%d: SASL authentication failed", client.host,
+             client.port)
+    return refused()

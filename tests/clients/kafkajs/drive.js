@@ -12,11 +12,28 @@ CompressionCodecs[CompressionTypes.LZ4] = () => ({
 CompressionCodecs[CompressionTypes.Snappy] = require("kafkajs-snappy");
 
 const [scenario, bootstrap, topic, codec] = process.argv.slice(2);
+
+// ODRADEK_KAFKAJS_SECURITY: {"ssl": {"ca": path, "cert": path, "key": path},
+// "sasl": {"mechanism": "scram-sha-512", "username": …, "password": …}}, all optional
+function security() {
+  const spec = JSON.parse(process.env.ODRADEK_KAFKAJS_SECURITY || "{}");
+  const out = {};
+  if (spec.ssl) {
+    const fs = require("fs");
+    out.ssl = Object.fromEntries(
+      Object.entries(spec.ssl).map(([k, path]) => [k, k === "ca" ? [fs.readFileSync(path)] : fs.readFileSync(path)])
+    );
+  }
+  if (spec.sasl) out.sasl = spec.sasl;
+  return out;
+}
+
 const kafka = new Kafka({
   clientId: "odradek-kafkajs-test",
   brokers: [bootstrap],
   logLevel: logLevel.NOTHING,
   retry: { retries: 5 },
+  ...security(),
 });
 
 const CODECS = {

@@ -241,8 +241,10 @@ class ScramServer(SaslServer):
         m = _CLIENT_FINAL.fullmatch(text)
         if m is None:
             raise generic_failure(self.mechanism, "Invalid SCRAM client final message format")
-        # RFC 5802 wants exactly the combined nonce (Kafka checks only its suffix)
-        if m.group("nonce") != self._nonce:
+        # Kafka's ScramSaslServer checks only that the final nonce ends with the combined
+        # one (RFC 5802 wants it exact): librdkafka up to 2.0 repeats the client's part in
+        # front of it, and Kafka accepts that. The proof still covers the whole message.
+        if not m.group("nonce").endswith(self._nonce):
             raise generic_failure(self.mechanism,
                                   "Invalid client nonce in the final client message.")
         if _unb64(m.group("channel")) != self._gs2_header.encode():

@@ -1,5 +1,8 @@
 """One connection's SASL life, sans-IO: SaslHandshake → SaslAuthenticate rounds →
-authenticated (KIP-152), and re-authentication (KIP-368).
+authenticated (KIP-152), and re-authentication (KIP-368). After a SaslHandshake v0 the
+tokens travel as raw size-prefixed frames instead of SaslAuthenticate requests
+(`raw_tokens`), as Kafka serves clients older than KIP-152 — and librdkafka up to 2.x
+only enables SASL at all when the broker advertises that version.
 
 The connection hands each SaslHandshake / SaslAuthenticate request body here and sends
 back what it returns; it asks `allows(api_key)` before any other request. Kafka's rules:
@@ -53,6 +56,8 @@ class SaslSession:
         self.principal: KafkaPrincipal | None = None
         self.mechanism: str | None = None
         self.expires_at_ms: int | None = None  # past this, requests need re-authentication
+        # after a SaslHandshake v0: the next frames are the mechanism's raw tokens
+        self.raw_tokens = False
 
     @property
     def authenticated(self) -> bool:
@@ -68,7 +73,7 @@ class SaslSession:
             return False
         return self.expires_at_ms is None or now_ms < self.expires_at_ms
 
-    def handshake(self, mechanism: str) -> HandshakeResult:
+    def handshake(self, mechanism: str, version: int = 1) -> HandshakeResult:
         if self._server is not None:
             return HandshakeResult(ErrorCode.illegal_sasl_state, self.mechanisms.enabled)
         if self.principal is not None and mechanism != self.mechanism:
@@ -80,6 +85,7 @@ class SaslSession:
             log.info("Unsupported SASL mechanism %r from %s", mechanism[:64], self.peer)
             return HandshakeResult(e.code, self.mechanisms.enabled)
         self.mechanism = mechanism
+        self.raw_tokens = version == 0
         return HandshakeResult(ErrorCode.none, self.mechanisms.enabled)
 
     def authenticate(self, auth_bytes: bytes, now_ms: int) -> AuthenticateResult:
@@ -92,6 +98,7 @@ class SaslSession:
             reply = server.evaluate(auth_bytes)
         except (SaslFailure, IllegalSaslState) as e:
             self._server = None
+            self.raw_tokens = False
             detail = getattr(e, "detail", str(e))
             log.info("Failed authentication with %s (%s) using %s", self.peer, detail,
                      server.mechanism)
@@ -100,6 +107,7 @@ class SaslSession:
             return AuthenticateResult(ErrorCode.none, None, reply, 0, None)
         principal = server.principal
         self._server = None
+        self.raw_tokens = False
         if previous is not None and principal != previous:
             # KIP-368: the principal may not change on re-authentication
             return AuthenticateResult(
