@@ -158,11 +158,11 @@ class CClient(Client):
         return Throughput(delivered, nbytes, max(ms, 1) / 1000)
 
     def consume(self, bootstrap: str, topic: str, partitions: int, records: int,
-                timeout: float) -> Throughput:
+                timeout: float, extra: dict[str, str] | None = None) -> Throughput:
         cmd = self._cmd("-C", bootstrap, topic, "-o", "beginning", "-c", str(records))
         for p in range(partitions):
             cmd += ["-p", str(p)]
-        cmd += _props("-X", CONSUMER_TUNING)
+        cmd += _props("-X", {**CONSUMER_TUNING, **(extra or {})})
         out = run_tool(cmd, timeout)
         found = self._CONSUMED.findall(out)
         if not found:
