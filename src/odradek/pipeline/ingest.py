@@ -120,9 +120,21 @@ def start_ingest(spark: SparkSession, job: IngestJob,
     stream = spark.readStream.format("odradek").options(**options).load()
     query = (stream.writeStream.foreachBatch(writer)
              .option("checkpointLocation", str(job.checkpoint))
-             .queryName(f"lake-ingest-{job.table}"))
+             .queryName(_query_name(spark, job)))
     if job.available_now:
         query = query.trigger(availableNow=True)
     else:
         query = query.trigger(processingTime=job.trigger_interval)
     return query.start()
+
+
+def _query_name(spark: SparkSession, job: IngestJob) -> str:
+    """`lake-ingest-<table>`, numbered when another ingest into that table already runs in
+    this session (Spark refuses two active queries of one name)."""
+    active = {q.name for q in spark.streams.active}
+    name = base = f"lake-ingest-{job.table}"
+    n = 1
+    while name in active:
+        n += 1
+        name = f"{base}-{n}"
+    return name

@@ -37,6 +37,7 @@ from pyiceberg.types import (
     StringType,
     TimestamptzType,
 )
+from sqlalchemy.exc import IntegrityError
 
 from odradek.pipeline.offsets import Offsets, offsets_from_json
 
@@ -56,6 +57,10 @@ PROP_LAST_BATCH = "odradek.last-batch."  # + query id
 PROP_CONFLICTS = "odradek.conflicts"
 PROP_KIND = "odradek.kind"
 PROP_OFFSETS = "odradek.end-offsets"  # merged over every writer: the table's resume point
+# pyiceberg retries a commit that lost a race by re-applying the same updates on the new
+# metadata: property values merged from the old one (PROP_OFFSETS, PROP_CONFLICTS) would
+# overwrite the winner's. Its retries are off on our tables; with_retry() recomputes.
+NO_ICEBERG_RETRIES = {"commit.retry.num-retries": "0"}
 
 T = TypeVar("T")
 
@@ -133,14 +138,16 @@ def ensure_table(catalog: Catalog, identifier: str, quarantine: bool = False) ->
         return catalog.load_table(full)
     except NoSuchTableError:
         pass
-    with contextlib.suppress(NamespaceAlreadyExistsError):
+    # two writers starting at once race to create them: on a SQL catalog the loser gets
+    # the database's unique-key error rather than pyiceberg's own
+    with contextlib.suppress(NamespaceAlreadyExistsError, IntegrityError):
         catalog.create_namespace(namespace)
     schema = Schema(*_base_fields(quarantine))
-    props = {PROP_KIND: "quarantine" if quarantine else "events",
+    props = {PROP_KIND: "quarantine" if quarantine else "events", **NO_ICEBERG_RETRIES,
              "schema.name-mapping.default": schema.name_mapping.model_dump_json()}
     try:
         return catalog.create_table(full, schema=schema, partition_spec=_SPEC, properties=props)
-    except TableAlreadyExistsError:
+    except (TableAlreadyExistsError, IntegrityError):
         return catalog.load_table(full)
 
 
@@ -171,7 +178,7 @@ def with_retry(what: str, attempt: Callable[[], T], budget_s: float = 60.0) -> T
             raise CatalogBusyError(
                 f"{what}: {reason}; gave up after {budget_s:.0f}s. Another process is "
                 "writing the same catalog: with several writers use a PostgreSQL catalog "
-                "(--catalog-uri postgresql+psycopg2://…).")
+                "(--catalog-uri postgresql+psycopg://…).")
         log.info("%s: %s; retrying", what, reason)
         time.sleep(delay)
         delay = min(delay * 2, 2.0)

@@ -37,6 +37,7 @@ from odradek.pipeline.jsontypes import (
 )
 from odradek.pipeline.lake_catalog import (
     META_COLUMNS,
+    NO_ICEBERG_RETRIES,
     PROP_CONFLICTS,
     PROP_LAST_BATCH,
     PROP_OFFSETS,
@@ -305,7 +306,9 @@ class LakeWriter:
             if plan.evolved or any(current.field(n) != t for n, t in plan.table.fields):
                 with tx.update_schema() as update:
                     update.union_by_name(new_columns)
-            props: dict[str, Any] = {PROP_LAST_BATCH + query_id: str(batch_id)}
+            # (also on tables made before the retries were turned off)
+            props: dict[str, Any] = {PROP_LAST_BATCH + query_id: str(batch_id),
+                                     **NO_ICEBERG_RETRIES}
             merged = json.loads(table.properties.get(PROP_OFFSETS, "{}"))
             for topic, parts in end_offsets.items():
                 merged.setdefault(topic, {}).update(parts)
