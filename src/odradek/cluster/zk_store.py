@@ -501,6 +501,12 @@ class ZkMetadataStore:
         raise KafkaError("SCRAM credentials are not supported with zookeeper.connect yet",
                          ErrorCode.unsupported_version)
 
+    async def alter_client_quotas(
+            self, changes: Sequence[tuple[str, str, str | None]]) -> None:
+        # /config/users and /config/clients are not read by brokers on ZooKeeper yet
+        raise KafkaError("Client quotas are not supported with zookeeper.connect yet",
+                         ErrorCode.invalid_request)
+
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         # /kafka-acl is not wired yet: the broker refuses an authorizer on ZooKeeper
         raise KafkaError("ACLs are not supported with zookeeper.connect yet",

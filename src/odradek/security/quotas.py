@@ -217,6 +217,18 @@ class QuotaConfigs:
                 return sharing, values[key]
         return ("", client_id), None
 
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Mapping[str, str]]) -> QuotaConfigs:
+        """The quotas a metadata store keeps: {ZooKeeper path: {key: value}}."""
+        configs = cls()
+        for path, values in stored.items():
+            entity = entity_from_zk_path(path)
+            keys = IP_KEYS if "ip" in entity else USER_CLIENT_KEYS
+            for key, raw in values.items():
+                if key in keys:  # other keys of /config/users (SCRAM) are not quotas
+                    configs.alter(entity, key, _number(path, key, raw))
+        return configs
+
     def ip_rate(self, ip: str) -> float | None:
         return self.ips.get(ip, self.ips.get(None))
 
@@ -253,6 +265,12 @@ class QuotaConfigs:
             base = f"/config/users/{n(entity['user'])}"
             return f"{base}/clients/{n(entity['client-id'])}" if "client-id" in entity else base
         return f"/config/clients/{n(entity['client-id'])}"
+
+
+def stored_value(key: str, value: float) -> str:
+    """A quota value as Kafka writes it into a config znode: longs without a fraction."""
+    kind = IP_KEYS.get(key) or USER_CLIENT_KEYS.get(key)
+    return str(int(value)) if kind in ("LONG", "INT") else repr(float(value))
 
 
 def _number(path: str, key: str, raw: object) -> float:

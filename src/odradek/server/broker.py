@@ -44,6 +44,7 @@ from odradek.server.listener_security import ListenerSecurity, listener_security
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
+from odradek.server.quota_step import QuotaStep
 from odradek.server.txn_storage import BrokerTransactions
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
@@ -86,6 +87,8 @@ class Broker:
         self.groups: GroupCoordinator
         self.transactions: BrokerTransactions
         self.pipeline: RequestPipeline
+        self.quotas = QuotaStep({}, int(config["quota.window.num"]),
+                                int(config["quota.window.size.seconds"]) * 1000)
         self._stored_topics: dict[str, TopicInfo] | None = None  # read once at start-up
 
     # ---- lifecycle --------------------------------------------------------------
@@ -151,6 +154,7 @@ class Broker:
         if self._authorizer is not None:
             self._load_acls()
             self.pipeline.authorize = RequestAuthorizer(self._authorizer)
+        self._load_quotas()
         for server in self._servers:
             await server.start_serving()
         # fsyncs and checkpoint writes block: keep them off the event loop
@@ -233,6 +237,12 @@ class Broker:
         self._authorizer = acl_store.load(self._authorizer, self.controller.image.acls)
         if self.pipeline.authorize is not None:
             self.pipeline.authorize.acls = self._authorizer
+
+    def _load_quotas(self) -> None:
+        """The stored client quotas into the throttle step, which runs only while
+        some quota is configured."""
+        self.quotas.reload(self.controller.image.client_quotas)
+        self.pipeline.throttle = self.quotas if self.quotas.active else None
 
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (AlterUserScramCredentials put it there)."""
@@ -411,6 +421,8 @@ class Broker:
                 self.logs.cleaner.wake()  # e.g. cleanup.policy became compact
         elif event == "acls" and self._authorizer is not None:
             self._load_acls()
+        elif event == "client-quotas":
+            self._load_quotas()
         elif event == "broker-configs":
             self._apply_dynamic_broker_configs(new)
             for p in self.replicas.partitions.values():

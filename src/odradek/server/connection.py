@@ -63,6 +63,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._busy = False
         self._read_paused = False
         self._write_paused = False
+        self._throttled = False  # muted by a quota (KIP-219) until its throttle time ends
         self._closed = False
         self.last_active = 0.0
 
@@ -157,7 +158,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _on_frame(self, frame: bytearray) -> None:
         loop = asyncio.get_running_loop()
         self.last_active = loop.time()
-        if self._busy or self._write_paused or self._queue:
+        if self._busy or self._write_paused or self._throttled or self._queue:
             self._queue.append(frame)
             self._queued_bytes += len(frame)
             self._update_reading()
@@ -169,7 +170,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         reads what it is sent."""
         if self.transport is None or self._closed:
             return
-        full = (self._write_paused or len(self._queue) >= self.broker.max_queued_requests
+        full = (self._write_paused or self._throttled
+                or len(self._queue) >= self.broker.max_queued_requests
                 or self._queued_bytes >= QUEUED_BYTES)
         if full and not self._read_paused:
             self.transport.pause_reading()
@@ -204,13 +206,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drain()
 
     def _drain(self) -> None:
-        while self._queue and not self._busy and not self._write_paused and not self._closed:
+        while (self._queue and not self._busy and not self._write_paused
+               and not self._throttled and not self._closed):
             frame = self._queue.popleft()
             self._queued_bytes -= len(frame)
             self._handle(frame)
         self._update_reading()
 
     def _respond(self, reply: Any) -> None:
+        channel = self.client.channel
+        if channel.throttle_ms > 0:
+            # Kafka mutes a throttled client's channel once its response is on its way:
+            # nothing more is read or handled from it until the time is up
+            self._throttled = True
+            self._update_reading()
+            asyncio.get_running_loop().call_later(channel.throttle_ms / 1000, self._unmute)
+            channel.throttle_ms = 0
         if reply is None:
             return
         if reply is CLOSE_CONNECTION:
@@ -221,6 +232,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
             asyncio.get_running_loop().call_later(self.security.close_after_ms / 1000,
                                                   self.close)
             self.security.close_after_ms = None
+
+    def _unmute(self) -> None:
+        self._throttled = False
+        if not self._closed:
+            self._update_reading()
+            self._drain()
 
     def _send(self, data: bytes | bytearray) -> None:
         if self.transport is not None and not self._closed:
