@@ -20,8 +20,9 @@ Component = DescribeClientQuotasRequest.ComponentData
 
 
 class Quotas:
-    def __init__(self, bootstrap: str) -> None:
-        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="quota-admin")
+    def __init__(self, bootstrap: str, **config: Any) -> None:
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="quota-admin",
+                                      **config)
 
     def _send(self, request: Any) -> Any:
         manager = self.admin._manager
