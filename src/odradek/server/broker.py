@@ -35,6 +35,7 @@ from odradek.server import acl_store
 from odradek.server.authorization import RequestAuthorizer
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
+from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.group_storage import (
     create_group_coordinator,
     ensure_offsets_topic,
@@ -89,6 +90,9 @@ class Broker:
         self.pipeline: RequestPipeline
         self.quotas = QuotaStep({}, int(config["quota.window.num"]),
                                 int(config["quota.window.size.seconds"]) * 1000)
+        self.connection_limits = ConnectionLimits.from_config(
+            config.__getitem__, config.security_props, [li.name for li in config.listeners],
+            lambda: self.quotas.configs, self.quotas.samples, self.quotas.window_ms)
         self._stored_topics: dict[str, TopicInfo] | None = None  # read once at start-up
 
     # ---- lifecycle --------------------------------------------------------------
@@ -163,7 +167,8 @@ class Broker:
         self._every(int(self.config["log.flush.offset.checkpoint.interval.ms"]) or 60_000,
                     lambda: loop.run_in_executor(None, self.logs.checkpoint))
         self._start_metrics_endpoint()
-        self._every(30_000, self._close_idle_connections)
+        idle_ms = int(self.config["connections.max.idle.ms"])
+        self._every(max(min(30_000, idle_ms // 2), 50), self._close_idle_connections)
         if any(s.tls is not None for s in self.listener_security.values()):
             self._every(10_000, self._reload_certificates)
         self._every(int(self.config["log.retention.check.interval.ms"]), self.logs.cleanup_logs)

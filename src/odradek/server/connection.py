@@ -65,6 +65,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._throttled = False  # muted by a quota (KIP-219) until its throttle time ends
         self._closed = False
+        self._admitted = False  # counted by the connection limits until it closes
         self.last_active = 0.0
 
     # ---- asyncio callbacks ------------------------------------------------------
@@ -75,6 +76,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
+        admission = self.broker.connection_limits.admit(self.listener, self.peer[0])
+        if admission.refused is not None:
+            self._closed = True  # at once: it costs nothing more than its socket did
+            self.transport.abort()
+            return
+        self._admitted = True
+        if admission.delay_ms > 0:
+            # over a creation rate: not read until the time is up (then served, or
+            # closed for an ip's connection_creation_rate quota, as Kafka does)
+            self._throttled = True
+            self.transport.pause_reading()
+            self._read_paused = True
+            asyncio.get_running_loop().call_later(
+                admission.delay_ms / 1000,
+                self.close if admission.close_after_delay else self._unmute)
+        if peer:
             self.security = self.security.listener.for_connection(f"{peer[0]}:{peer[1]}")
             self.client = Client(self.peer[0], self.peer[1], self.listener, self.security)
         self.security.on_tls_established(transport.get_extra_info("ssl_object"))
@@ -83,6 +100,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._admitted:
+            self._admitted = False
+            self.broker.connection_limits.release(self.listener, self.peer[0])
         self._closed = True
         self.broker.connections.discard(self)
         self._queue.clear()
