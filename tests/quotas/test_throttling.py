@@ -149,3 +149,26 @@ def test_consumer_is_held_to_its_byte_rate_and_others_are_not(
     assert slow.throttles and max(slow.throttles) > 0
     assert len(fast.times) == 2000 and not fast.throttles
     assert fast.times[-1] - fast.times[0] < 2000 * len(VALUE) / (3 * RATE)
+
+
+def test_request_percentage_throttles_and_mutes_the_connection(
+        throttling_broker: BrokerProcess) -> None:
+    from tests.wire import WireClient
+
+    q = Quotas(throttling_broker.bootstrap)
+    assert q.alter({"client-id": "wire-test"}, {"request_percentage": 0.01})[0] == 0
+    q.close()
+    with WireClient(throttling_broker.bootstrap) as client:
+        for _ in range(500):
+            response = client.call(3, 12, topics=None, allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False)
+            throttled = response.throttle_time.total_seconds()
+            if throttled > 0:
+                break
+        assert throttled > 0, "500 metadata requests never throttled at 0.01%"
+        assert throttled <= 1.0  # a request quota's throttle is at most one window
+        # muted: the next request is not even read until the throttle time is up
+        started = time.monotonic()
+        client.call(3, 12, topics=None, allow_auto_topic_creation=False,
+                    include_topic_authorized_operations=False)
+        assert time.monotonic() - started >= 0.8 * throttled
