@@ -1,16 +1,24 @@
 """Client quotas from the command line, as kafka-configs.sh: `odradek configs` and
 `odradek kafka-configs` alter and describe users' and clients' quotas, print
-ConfigCommand's lines, and refuse bad input with one line and a non-zero exit."""
+ConfigCommand's lines, and refuse bad input with one line and a non-zero exit.
+
+The commands run in-process (typer's runner, kafka-configs' main) against a real
+broker; one runs as a child process to cover the entry point."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
+from typer.testing import CliRunner
 
+from odradek.cli import main
+from odradek.cli.kafka import configs as kafka_configs
 from tests.conftest import BrokerProcess
 
 
@@ -24,8 +32,18 @@ def cli_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProce
 
 
 def odradek(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "odradek", *args], capture_output=True,
-                          text=True, timeout=60, env=dict(os.environ, COLUMNS="200"))
+    """`odradek configs …` or `odradek kafka-configs …`, run in this process."""
+    if args[0] == "kafka-configs":
+        out, err = io.StringIO(), io.StringIO()
+        code = 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                kafka_configs.main(list(args[1:]))
+            except SystemExit as e:
+                code = int(e.code or 0)
+        return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+    result = CliRunner().invoke(main.app, list(args), terminal_width=200)
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 
 def test_odradek_configs_alters_and_describes_quotas(cli_broker: BrokerProcess) -> None:
@@ -87,3 +105,11 @@ def test_kafka_configs_users_and_clients(cli_broker: BrokerProcess) -> None:
     refused = odradek("kafka-configs", *b, "--alter", "--entity-type", "users", "--entity-name",
                       "carol", "--add-config", "SCRAM-SHA-512=[password=x]")
     assert refused.returncode == 1 and "SCRAM-SHA-512" in refused.stderr
+    # the entry point a user types
+    shown = subprocess.run([sys.executable, "-m", "odradek", "kafka-configs", *b, "--describe",
+                            "--entity-type", "users", "--entity-name", "carol",
+                            "--entity-type", "clients", "--entity-name", "app"],
+                           capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, COLUMNS="200"))
+    assert shown.returncode == 0, shown.stderr
+    assert "producer_byte_rate=4096.0" in shown.stdout
