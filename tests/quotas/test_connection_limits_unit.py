@@ -40,3 +40,20 @@ def test_creation_rates_delay_and_an_ip_quota_closes() -> None:
     third = limits.admit("OTHER", "10.0.0.5")
     assert not first.close_after_delay and not second.close_after_delay
     assert third.close_after_delay and third.delay_ms > 0
+
+
+def test_the_inter_broker_listener_is_not_held_to_the_broker_wide_count() -> None:
+    limits = ConnectionLimits.from_config(
+        {"max.connections": 2, "max.connections.per.ip": 100,
+         "max.connections.per.ip.overrides": "", "max.connection.creation.rate": 2**31 - 1
+         }.__getitem__, {}, ["PLAINTEXT", "SASL_SSL"])
+    assert limits.admit("SASL_SSL", "10.0.0.1").refused is None
+    assert limits.admit("SASL_SSL", "10.0.0.2").refused is None
+    assert limits.admit("SASL_SSL", "10.0.0.3").refused is not None
+    assert limits.admit("PLAINTEXT", "10.0.0.4").refused is None  # a broker replicating
+    single = ConnectionLimits.from_config(
+        {"max.connections": 1, "max.connections.per.ip": 100,
+         "max.connections.per.ip.overrides": "", "max.connection.creation.rate": 2**31 - 1
+         }.__getitem__, {}, ["PLAINTEXT"])
+    assert single.admit("PLAINTEXT", "10.0.0.1").refused is None
+    assert single.admit("PLAINTEXT", "10.0.0.2").refused is not None

@@ -5,7 +5,11 @@
 - `max.connections` and `listener.name.<l>.max.connections`: a connection over the
   broker's or its listener's count is closed at once. (Kafka leaves it in the accept
   backlog until a slot frees; asyncio's server accepts on its own, so closing is the
-  nearest honest behaviour — the client retries after its reconnect backoff.)
+  nearest honest behaviour — the client retries after its reconnect backoff.) As in
+  Kafka, the inter-broker listener (PLAINTEXT here: brokers replicate over it) is not
+  held to the broker-wide count when the broker has other listeners, so clients
+  cannot lock replication out; Kafka then also closes the least recently used
+  connection of another listener, which odradek does not.
 - `max.connection.creation.rate` and `listener.name.<l>.max.connection.creation.rate`:
   past the rate, a new connection waits (its socket is not read) for the time Kafka's
   acceptor would have slept, then is served.
@@ -82,7 +86,8 @@ class ConnectionLimits:
                  listener_rate: Mapping[str, int] | None = None,
                  ip_quotas: Callable[[], QuotaConfigs] | None = None,
                  clock_ms: Callable[[], int] | None = None,
-                 samples: int = 11, window_ms: int = 1000) -> None:
+                 samples: int = 11, window_ms: int = 1000,
+                 protected_listener: str | None = None) -> None:
         self.max_connections = max_connections
         self.per_ip = per_ip
         self.per_ip_overrides = dict(per_ip_overrides or {})
@@ -90,6 +95,7 @@ class ConnectionLimits:
         self.listener_max = dict(listener_max or {})
         self.listener_rate = dict(listener_rate or {})
         self.ip_quotas = ip_quotas
+        self.protected_listener = protected_listener
         self._clock = clock_ms or (lambda: int(time.monotonic() * 1000))
         self._samples, self._window_ms = samples, window_ms
         self.total = 0
@@ -125,9 +131,12 @@ class ConnectionLimits:
                 if target[name] < 0:
                     raise ConfigError(f"Invalid value {raw} for configuration "
                                       f"{prefix + key}: Value must be at least 0")
+        # Kafka's protectedListener: the inter-broker one, when there are others
+        protected = "PLAINTEXT" if "PLAINTEXT" in listeners and len(listeners) > 1 else None
         return cls(int(str(get("max.connections"))), per_ip, overrides,
                    int(str(get("max.connection.creation.rate"))), listener_max,
-                   listener_rate, ip_quotas, samples=samples, window_ms=window_ms)
+                   listener_rate, ip_quotas, samples=samples, window_ms=window_ms,
+                   protected_listener=protected)
 
     def _limit_for(self, ip: str) -> int:
         return self.per_ip_overrides.get(ip, self.per_ip)
@@ -152,7 +161,7 @@ class ConnectionLimits:
                                 f"listener {listener}: it has the configured maximum of "
                                 f"{listener_max} connections (listener.name."
                                 f"{listener.lower()}.max.connections)")
-        if self.total >= self.max_connections:
+        if self.total >= self.max_connections and listener != self.protected_listener:
             return self._refuse("broker", f"Rejected connection from {ip}: the broker has "
                                 f"the configured maximum of {self.max_connections} "
                                 "connections (max.connections)")
