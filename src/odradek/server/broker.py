@@ -474,7 +474,7 @@ class Broker:
         limit = int(self.config["connections.max.idle.ms"]) / 1000
         now = asyncio.get_running_loop().time()
         for conn in list(self.connections):
-            if now - conn.last_active > limit:
+            if now - conn.last_active > limit and conn.idle:
                 conn.close()
         self.metrics.connections.set(len(self.connections))
 

@@ -259,8 +259,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._update_reading()
             self._drain()
 
+    @property
+    def idle(self) -> bool:
+        """Neither handling a request nor holding queued ones (a long-poll fetch waiting
+        is not idleness)."""
+        return not self._busy and not self._queue
+
     def _send(self, data: bytes | bytearray) -> None:
         if self.transport is not None and not self._closed:
+            self.last_active = asyncio.get_running_loop().time()
             self.transport.write(data)
 
     def close(self) -> None:
