@@ -114,13 +114,29 @@ def test_sasl_and_tls_properties_are_kept_for_the_listeners() -> None:
 
 
 @pytest.mark.parametrize("name,value", [
-    ("max.connections.per.ip", "10"),
+    ("client.quota.callback.class", "com.example.Quotas"),
+    ("quota.producer.default", "1024"),  # gone from Kafka since 3.0: a <default> entity
     ("producer.byte.rate", "1024"),
     ("security.inter.broker.protocol", "SASL_SSL"),
 ])
 def test_a_security_property_not_honoured_stops_the_start(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name.replace(".", r"\.") + " is not supported"):
         BrokerConfig.load(environ={}, overrides={name: value})
+
+
+def test_connection_limits_are_checked_at_start() -> None:
+    with pytest.raises(ConfigError, match="can be set to zero only if"):
+        BrokerConfig.load(environ={}, overrides={"max.connections.per.ip": "0"})
+    with pytest.raises(ConfigError, match="expected host:count"):
+        BrokerConfig.load(environ={}, overrides={"max.connections.per.ip.overrides": "x"})
+    with pytest.raises(ConfigError, match=r"listener\.name\.plaintext\.max\.connections"):
+        BrokerConfig.load(environ={}, overrides={
+            "listener.name.plaintext.max.connections": "many"})
+    config = BrokerConfig.load(environ={}, overrides={
+        "max.connections": "100", "max.connections.per.ip": "0",
+        "max.connections.per.ip.overrides": "127.0.0.1:5,localhost:7",
+        "listener.name.plaintext.max.connection.creation.rate": "20"})
+    assert config["max.connections"] == 100
 
 
 def test_an_authorizer_is_one_of_kafkas_and_not_on_zookeeper_yet() -> None:

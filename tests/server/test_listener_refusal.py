@@ -11,7 +11,7 @@ import pytest
 
 @pytest.mark.parametrize("override", [
     "listeners=SASL_SSL://127.0.0.1:0",
-    "max.connections.per.ip=10",
+    "client.quota.callback.class=com.example.Quotas",
 ])
 def test_broker_with_an_unserved_security_setting_exits_with_one_line(
         tmp_path: Path, override: str) -> None:
@@ -23,6 +23,6 @@ def test_broker_with_an_unserved_security_setting_exits_with_one_line(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error:")
-    assert "ssl.keystore.location" in lines[0] or "max.connections.per.ip" in lines[0]
+    assert "ssl.keystore.location" in lines[0] or "client.quota.callback.class" in lines[0]
     assert "listening on" not in result.stderr + result.stdout
     assert not (tmp_path / "data").exists()  # nothing half-created

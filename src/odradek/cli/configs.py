@@ -1,4 +1,5 @@
-"""`odradek configs`: describe and alter topic and broker configs (kafka-configs.sh)."""
+"""`odradek configs`: describe and alter topic and broker configs, and client quotas
+of users and client ids (kafka-configs.sh: --entity-type users|clients)."""
 
 from __future__ import annotations
 
@@ -30,15 +31,55 @@ def _resource(topic: str | None, broker: str | None, ops: list[Any] | None = Non
     return ConfigResource(ConfigResource.Type.BROKER, broker or "", incremental_configs=ops)
 
 
+EntityTypeOption = typer.Option(
+    None, "--entity-type", help="users or clients (client quotas); twice for both")
+EntityNameOption = typer.Option(
+    None, "--entity-name", help="The user or client id, in --entity-type's order")
+EntityDefaultOption = typer.Option(
+    False, "--entity-default", help="The <default> entity of the last --entity-type")
+
+
+def _quota_entity(types: list[str] | None, names: list[str] | None,
+                  default: bool) -> tuple[list[str], list[str]] | None:
+    """(types, names with '' for the default) when client quotas are meant."""
+    if not types:
+        if names or default:
+            fail("--entity-name and --entity-default need --entity-type users|clients")
+        return None
+    for t in types:
+        if t not in ("users", "clients"):
+            fail(f"--entity-type {t}: only users and clients here (use --topic or --broker)")
+    if len(types) != len(set(types)):
+        fail("Duplicate entity type(s) specified")
+    all_names = list(names or []) + ([""] if default else [])
+    if len(all_names) > len(types):
+        fail("more entity names than entity types")
+    return list(types), all_names
+
+
 @app.command()
 def describe(
     topic: str | None = typer.Option(None, "--topic", "-t"),
     broker: str | None = typer.Option(None, "--broker", help="Broker id ('' for the default)"),
+    entity_type: list[str] | None = EntityTypeOption,
+    entity_name: list[str] | None = EntityNameOption,
+    entity_default: bool = EntityDefaultOption,
     all_: bool = typer.Option(False, "--all", help="Also list configs left at defaults"),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Print a topic's or broker's configs."""
+    """Print a topic's or broker's configs, or users' and clients' quotas."""
     with reported():
+        quota = _quota_entity(entity_type, entity_name, entity_default)
+        if quota is not None:
+            from odradek.cli import client_quotas as cq
+
+            try:
+                found = cq.describe(bootstrap, quota[0], quota[1])
+            except cq.QuotaError as refused:
+                fail(str(refused))
+            for entity, values in found:
+                print(cq.describe_line(entity, values))
+            return
         res = _resource(topic, broker)
         client = admin(bootstrap)
         entries = client.describe_configs([res])[res].result(TIMEOUT_S)
@@ -63,6 +104,9 @@ def entry_line(e: Any) -> str:
 def alter(
     topic: str | None = typer.Option(None, "--topic", "-t"),
     broker: str | None = typer.Option(None, "--broker"),
+    entity_type: list[str] | None = EntityTypeOption,
+    entity_name: list[str] | None = EntityNameOption,
+    entity_default: bool = EntityDefaultOption,
     add_config: list[str] | None = typer.Option(None, "--add-config",
                                                 help="k=v[,k=v]; repeatable"),
     delete_config: list[str] | None = typer.Option(None, "--delete-config",
@@ -77,6 +121,10 @@ def alter(
         deletes = [n.strip() for item in delete_config or [] for n in item.split(",") if n.strip()]
         if not sets and not deletes:
             fail("nothing to change: give --add-config or --delete-config")
+        quota = _quota_entity(entity_type, entity_name, entity_default)
+        if quota is not None:
+            _alter_quotas(bootstrap, quota[0], quota[1], sets, deletes)
+            return
         ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
                for k, v in sets.items()]
         ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE)
@@ -85,3 +133,25 @@ def alter(
         client = admin(bootstrap)
         client.incremental_alter_configs([res])[res].result(TIMEOUT_S)
         console.print(f"Completed updating config for {'topic ' + topic if topic else 'broker'}.")
+
+
+def _alter_quotas(bootstrap: str, types: list[str], names: list[str], sets: dict[str, str],
+                  deletes: list[str]) -> None:
+    from odradek.cli import client_quotas as cq
+
+    if len(names) != len(types):
+        fail("An entity-name or default entity must be specified with --alter of users, "
+             "clients, brokers or ips")
+    try:
+        entity = cq.entity_of(types, names)
+        current = {k for _, values in cq.describe(bootstrap, types, names) for k in values}
+        missing = [k for k in deletes if k not in current]
+        if missing:
+            fail(f"Invalid config(s): {','.join(missing)}")
+        cq.alter(bootstrap, entity, cq.parse_values(sets), deletes)
+    except cq.QuotaError as refused:
+        fail(str(refused))
+    if names[0]:
+        console.print(f"Completed updating config for {types[0][:-1]} {names[0]}.")
+    else:
+        console.print(f"Completed updating default config for {types[0]} in the cluster.")

@@ -83,6 +83,12 @@ class MetadataController(Protocol):
         """Set (None: remove) one entry of a user's config: a SCRAM credential."""
         ...
 
+    async def alter_client_quotas(
+            self, changes: Sequence[tuple[str, str, str | None]]) -> None:
+        """Set (value None: remove) quota keys of entities, named by their ZooKeeper
+        paths; every change of one request in one write."""
+        ...
+
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         """Replace the stored ACLs (CreateAcls and DeleteAcls compute the new set)."""
         ...
@@ -130,6 +136,8 @@ class Controller:
             user_configs={str(u): dict(c) for u, c in
                           (data or {}).get("user_configs", {}).items()},
             acls=tuple(tuple(str(x) for x in a) for a in (data or {}).get("acls", [])),
+            client_quotas={str(e): {str(k): str(v) for k, v in c.items()} for e, c in
+                           (data or {}).get("client_quotas", {}).items()},
         )
         self._pid_next = self.image.next_producer_id
         self._pid_end = self.image.next_producer_id
@@ -310,6 +318,20 @@ class Controller:
             else:
                 entry[key] = value
             await self._commit(replace(self.image, user_configs=users), "user-configs", user)
+
+    async def alter_client_quotas(
+            self, changes: Sequence[tuple[str, str, str | None]]) -> None:
+        async with self._changing:
+            quotas = {e: dict(c) for e, c in self.image.client_quotas.items()}
+            for entity, key, value in changes:
+                entry = quotas.setdefault(entity, {})
+                if value is None:
+                    entry.pop(key, None)
+                else:
+                    entry[key] = value
+                if not entry:
+                    del quotas[entity]
+            await self._commit(replace(self.image, client_quotas=quotas), "client-quotas", "")
 
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         async with self._changing:

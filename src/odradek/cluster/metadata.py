@@ -114,6 +114,9 @@ class MetadataImage:
     # ACLs (resource type, name, pattern type, principal, host, operation, permission),
     # by Kafka's names: the embedded store's /kafka-acl
     acls: tuple[tuple[str, ...], ...] = ()
+    # client quotas by entity, keyed by the entity's ZooKeeper path as Kafka lays it out
+    # (`/config/users/alice/clients/<default>`): {path: {"producer_byte_rate": "1024"}}
+    client_quotas: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         for t in self.topics.values():
@@ -129,6 +132,7 @@ class MetadataImage:
             "broker_configs": self.broker_configs,
             "user_configs": self.user_configs,
             "acls": [list(a) for a in self.acls],
+            "client_quotas": self.client_quotas,
             "topics": [
                 {
                     "name": t.name,

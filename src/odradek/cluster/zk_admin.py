@@ -145,6 +145,32 @@ def set_configs(zk: ZkSession, entity_type: str, entity: str, configs: Mapping[s
               zd.encode_config_change(f"{entity_type}/{entity}"), sequence=True, makepath=True)
 
 
+def alter_entity_configs(zk: ZkSession, path: str, changes: Mapping[str, str | None]) -> None:
+    """Set (None: remove) keys of one `/config/users|clients/…` znode, keeping its other
+    keys (a user's SCRAM credentials), then a change notification as Kafka's
+    AdminZkClient writes it. Version-checked: two brokers altering one entity at once
+    both land."""
+    while True:
+        found = zk.get(path)
+        configs = zd.decode_config(found[0]) if found is not None else {}
+        for key, value in changes.items():
+            if value is None:
+                configs.pop(key, None)
+            else:
+                configs[key] = value
+        try:
+            if found is None:
+                zk.create(path, zd.encode_config(configs), makepath=True)
+            else:
+                zk.set(path, zd.encode_config(configs), version=found[1].version)
+            break
+        except (NodeExistsError, BadVersionError):
+            continue  # changed meanwhile: merge again
+    zk.create(f"{zd.CONFIG_CHANGES}/{zd.CONFIG_CHANGE_PREFIX}",
+              zd.encode_config_change(path.removeprefix(zd.CONFIG + "/")), sequence=True,
+              makepath=True)
+
+
 def next_producer_id_block(zk: ZkSession, broker: int) -> tuple[int, int]:
     """Claim the next block of producer ids: [first, last], unique in the cluster."""
     while True:

@@ -82,6 +82,8 @@ def diff_events(old: MetadataImage, new: MetadataImage) -> list[tuple[str, str]]
             events.append(("partition-state", name))
     if old.broker_configs != new.broker_configs:
         events.append(("broker-configs", ""))
+    if old.client_quotas != new.client_quotas:
+        events.append(("client-quotas", ""))
     if old.brokers != new.brokers:
         events.append(("brokers", ""))
     if old.controller_id != new.controller_id:

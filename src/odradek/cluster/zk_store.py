@@ -62,7 +62,8 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
-_ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS)
+_ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.CONFIG_USERS,
+          zd.CONFIG_CLIENTS)
 
 
 class ZkMetadataStore:
@@ -85,6 +86,8 @@ class ZkMetadataStore:
         self._states: dict[TopicPartition, zd.LeaderAndIsr] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, str] = {}
+        # /config/users/<u>[/clients/<c>] and /config/clients/<c>: {path: config}
+        self._entity_configs: dict[str, dict[str, str]] = {}
         self._controller_id = -1
         self._deleting: set[str] = set()
         # refreshing
@@ -343,11 +346,32 @@ class ZkMetadataStore:
                 self._topic_configs.pop(parts[2], None)
         elif path == zd.broker_config_path():
             self._broker_configs = zd.decode_config(value) if kind == "data" else {}
+        elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS)):
+            follow |= self._apply_entity(path, parts, kind, value)
         elif path == zd.CONTROLLER:
             self._controller_id = zd.decode_controller(value) if kind == "data" else -1
         elif path == zd.DELETE_TOPICS:
             self._deleting = set(value or ())
         return follow
+
+    def _apply_entity(self, path: str, parts: list[str], kind: str, value: Any) -> set[str]:
+        """Quota entities: a children list leads to its entities (and a user's clients);
+        an entity's data is its config."""
+        if _is_children_path(path):
+            names = set(value or ())
+            below = {f"{path}/{n}" for n in names}
+            for known in [k for k in self._entity_configs if k.startswith(path + "/")]:
+                if "/".join(known.split("/")[: len(parts) + 2]) not in below:
+                    del self._entity_configs[known]  # its entity (or its user) is gone
+            follow = set(below)
+            if path == zd.CONFIG_USERS:
+                follow |= {f"{b}/clients" for b in below}
+            return follow
+        if kind == "data":
+            self._entity_configs[path] = zd.decode_config(value)
+        else:
+            self._entity_configs.pop(path, None)
+        return set()
 
     def _forget_topic(self, name: str) -> None:
         self._topics.pop(name, None)
@@ -358,9 +382,11 @@ class ZkMetadataStore:
     # ---- the image ---------------------------------------------------------------------------
 
     def _build(self) -> MetadataImage:
-        return build_image(self.image.cluster_id, self._brokers, self._topics, self._states,
-                           self._topic_configs, self._broker_configs, self._controller_id,
-                           fenced_node=self.node_id if self.fenced else None)
+        image = build_image(self.image.cluster_id, self._brokers, self._topics, self._states,
+                            self._topic_configs, self._broker_configs, self._controller_id,
+                            fenced_node=self.node_id if self.fenced else None)
+        quotas = {p: dict(c) for p, c in self._entity_configs.items() if c}
+        return replace(image, client_quotas=quotas) if quotas else image
 
     def _publish(self) -> None:
         old, new = self.image, self._build()
@@ -501,6 +527,17 @@ class ZkMetadataStore:
         raise KafkaError("SCRAM credentials are not supported with zookeeper.connect yet",
                          ErrorCode.unsupported_version)
 
+    async def alter_client_quotas(
+            self, changes: Sequence[tuple[str, str, str | None]]) -> None:
+        """Into the entities' znodes in Kafka's format; every broker watches them."""
+        by_path: dict[str, dict[str, str | None]] = {}
+        for path, key, value in changes:
+            by_path.setdefault(path, {})[key] = value
+        for path, entity_changes in by_path.items():
+            await self._zk(zk_admin.alter_entity_configs, self.session, path, entity_changes)
+        parents = {p.rsplit("/", 1)[0] for p in by_path}
+        await self._read_back([*by_path, *sorted(parents)])
+
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         # /kafka-acl is not wired yet: the broker refuses an authorizer on ZooKeeper
         raise KafkaError("ACLs are not supported with zookeeper.connect yet",
@@ -603,4 +640,8 @@ class ZkMetadataStore:
 
 
 def _is_children_path(path: str) -> bool:
-    return path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS)
+    if path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS, zd.CONFIG_USERS,
+                zd.CONFIG_CLIENTS):
+        return True
+    parts = path.split("/")  # /config/users/<user>/clients
+    return len(parts) == 5 and path.startswith(zd.CONFIG_USERS + "/") and parts[4] == "clients"

@@ -105,10 +105,11 @@ class Rate:
 def throttle_ms(rate: Rate, bound: float, now: int) -> int:
     """QuotaUtils.throttleTime: how long until the rate falls back to the bound, with no
     new data; 0 within the quota."""
-    value = rate.measure(now)
+    window = rate.window_size_ms(now)
+    value = sum(s.value for s in rate._samples) / (window / 1000.0)
     if value <= bound:
         return 0
-    return round((value - bound) / bound * rate.window_size_ms(now))
+    return round((value - bound) / bound * window)
 
 
 # --- the configured quotas ----------------------------------------------------------
@@ -167,10 +168,13 @@ class QuotaConfigs:
 
     entities: dict[EntityKey, dict[str, float]] = field(default_factory=dict)
     ips: dict[str | None, float] = field(default_factory=dict)  # connection_creation_rate
+    _resolved: dict[tuple[str, str, str], tuple[EntityKey, float | None]] = field(
+        default_factory=dict, repr=False, compare=False)
 
     def alter(self, entity: Mapping[str, str | None], key: str, value: float | None) -> None:
         """One AlterClientQuotas op (validated as Kafka); value None removes it."""
         validate_alteration(entity, key, value)
+        self._resolved.clear()
         if "ip" in entity:
             if value is None:
                 self.ips.pop(entity["ip"], None)
@@ -200,7 +204,15 @@ class QuotaConfigs:
 
     def resolve(self, key: str, user: str, client_id: str) -> tuple[EntityKey, float | None]:
         """(the sharing entity, the bound) for a connection in Kafka's precedence order;
-        bound None when no quota applies."""
+        bound None when no quota applies. Remembered per client until the next change:
+        every quota-bound request asks."""
+        found = self._resolved.get((key, user, client_id))
+        if found is None:
+            found = self._resolved[(key, user, client_id)] = self._resolve(key, user,
+                                                                           client_id)
+        return found
+
+    def _resolve(self, key: str, user: str, client_id: str) -> tuple[EntityKey, float | None]:
         order: list[tuple[EntityKey, EntityKey]] = [
             ((user, client_id), (user, client_id)),
             ((user, None), (user, client_id)),
@@ -216,6 +228,18 @@ class QuotaConfigs:
             if values and key in values:
                 return sharing, values[key]
         return ("", client_id), None
+
+    @classmethod
+    def from_stored(cls, stored: Mapping[str, Mapping[str, str]]) -> QuotaConfigs:
+        """The quotas a metadata store keeps: {ZooKeeper path: {key: value}}."""
+        configs = cls()
+        for path, values in stored.items():
+            entity = entity_from_zk_path(path)
+            keys = IP_KEYS if "ip" in entity else USER_CLIENT_KEYS
+            for key, raw in values.items():
+                if key in keys:  # other keys of /config/users (SCRAM) are not quotas
+                    configs.alter(entity, key, _number(path, key, raw))
+        return configs
 
     def ip_rate(self, ip: str) -> float | None:
         return self.ips.get(ip, self.ips.get(None))
@@ -253,6 +277,12 @@ class QuotaConfigs:
             base = f"/config/users/{n(entity['user'])}"
             return f"{base}/clients/{n(entity['client-id'])}" if "client-id" in entity else base
         return f"/config/clients/{n(entity['client-id'])}"
+
+
+def stored_value(key: str, value: float) -> str:
+    """A quota value as Kafka writes it into a config znode: longs without a fraction."""
+    kind = IP_KEYS.get(key) or USER_CLIENT_KEYS.get(key)
+    return str(int(value)) if kind in ("LONG", "INT") else repr(float(value))
 
 
 def _number(path: str, key: str, raw: object) -> float:
@@ -301,10 +331,10 @@ class ClientQuotaManager:
         """Record bytes (or, for request_percentage, the percentage from
         `request_time_percentage`) and return the throttle time in ms (0: within quota)."""
         sharing, bound = self.configs.resolve(self.key, user, client_id)
+        if bound is None:
+            return 0  # measured only under a quota: a client without one costs nothing
         rate = self._rate(sharing)
         rate.record(value, now_ms)
-        if bound is None:
-            return 0
         ms = throttle_ms(rate, bound, now_ms)
         if self.key == REQUEST_PERCENTAGE:
             ms = min(ms, self.window_ms)  # Kafka bounds request throttles by one window
@@ -312,8 +342,9 @@ class ClientQuotaManager:
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
         """Take back a recorded value (a throttled fetch answers empty, as Kafka)."""
-        sharing, _ = self.configs.resolve(self.key, user, client_id)
-        self._rate(sharing).record(-value, now_ms)
+        sharing, bound = self.configs.resolve(self.key, user, client_id)
+        if bound is not None:
+            self._rate(sharing).record(-value, now_ms)
 
     def rate(self, user: str, client_id: str, now_ms: int) -> float:
         sharing, _ = self.configs.resolve(self.key, user, client_id)

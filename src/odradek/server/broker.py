@@ -35,6 +35,7 @@ from odradek.server import acl_store
 from odradek.server.authorization import RequestAuthorizer
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
+from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.group_storage import (
     create_group_coordinator,
     ensure_offsets_topic,
@@ -44,6 +45,7 @@ from odradek.server.listener_security import ListenerSecurity, listener_security
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
+from odradek.server.quota_step import QuotaStep
 from odradek.server.txn_storage import BrokerTransactions
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
@@ -86,6 +88,11 @@ class Broker:
         self.groups: GroupCoordinator
         self.transactions: BrokerTransactions
         self.pipeline: RequestPipeline
+        self.quotas = QuotaStep({}, int(config["quota.window.num"]),
+                                int(config["quota.window.size.seconds"]) * 1000)
+        self.connection_limits = ConnectionLimits.from_config(
+            config.__getitem__, config.security_props, [li.name for li in config.listeners],
+            lambda: self.quotas.configs, self.quotas.samples, self.quotas.window_ms)
         self._stored_topics: dict[str, TopicInfo] | None = None  # read once at start-up
 
     # ---- lifecycle --------------------------------------------------------------
@@ -151,6 +158,7 @@ class Broker:
         if self._authorizer is not None:
             self._load_acls()
             self.pipeline.authorize = RequestAuthorizer(self._authorizer)
+        self._load_quotas()
         for server in self._servers:
             await server.start_serving()
         # fsyncs and checkpoint writes block: keep them off the event loop
@@ -159,7 +167,8 @@ class Broker:
         self._every(int(self.config["log.flush.offset.checkpoint.interval.ms"]) or 60_000,
                     lambda: loop.run_in_executor(None, self.logs.checkpoint))
         self._start_metrics_endpoint()
-        self._every(30_000, self._close_idle_connections)
+        idle_ms = int(self.config["connections.max.idle.ms"])
+        self._every(max(min(30_000, idle_ms // 2), 50), self._close_idle_connections)
         if any(s.tls is not None for s in self.listener_security.values()):
             self._every(10_000, self._reload_certificates)
         self._every(int(self.config["log.retention.check.interval.ms"]), self.logs.cleanup_logs)
@@ -233,6 +242,12 @@ class Broker:
         self._authorizer = acl_store.load(self._authorizer, self.controller.image.acls)
         if self.pipeline.authorize is not None:
             self.pipeline.authorize.acls = self._authorizer
+
+    def _load_quotas(self) -> None:
+        """The stored client quotas into the throttle step, which runs only while
+        some quota is configured."""
+        self.quotas.reload(self.controller.image.client_quotas)
+        self.pipeline.throttle = self.quotas if self.quotas.active else None
 
     def _scram_credential(self, mechanism: str, user: str) -> ScramCredential | None:
         """A user's stored SCRAM credential (AlterUserScramCredentials put it there)."""
@@ -411,6 +426,8 @@ class Broker:
                 self.logs.cleaner.wake()  # e.g. cleanup.policy became compact
         elif event == "acls" and self._authorizer is not None:
             self._load_acls()
+        elif event == "client-quotas":
+            self._load_quotas()
         elif event == "broker-configs":
             self._apply_dynamic_broker_configs(new)
             for p in self.replicas.partitions.values():
@@ -457,7 +474,7 @@ class Broker:
         limit = int(self.config["connections.max.idle.ms"]) / 1000
         now = asyncio.get_running_loop().time()
         for conn in list(self.connections):
-            if now - conn.last_active > limit:
+            if now - conn.last_active > limit and conn.idle:
                 conn.close()
         self.metrics.connections.set(len(self.connections))
 

@@ -26,6 +26,7 @@ from odradek.configdef import (
 )
 from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
 from odradek.security.authorizer import AclAuthorizer
+from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.listener_security import listener_security, no_scram
 from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
@@ -175,6 +176,22 @@ BROKER_CONFIGS = ConfigTable(
                   "Largest request accepted.", minimum=1),
         ConfigDef("connections.max.idle.ms", _T.LONG, 600_000,
                   "Idle connections are closed after this long.", minimum=1),
+        ConfigDef("max.connections", _T.INT, 2**31 - 1,
+                  "Connections the broker keeps at once; more are closed at once.",
+                  minimum=0, read_only=True),
+        ConfigDef("max.connections.per.ip", _T.INT, 2**31 - 1,
+                  "Connections one address may hold; more are closed at once.", minimum=0,
+                  read_only=True),
+        ConfigDef("max.connections.per.ip.overrides", _T.STRING, "",
+                  "Per-address limits, host:count,…, over max.connections.per.ip.",
+                  read_only=True),
+        ConfigDef("max.connection.creation.rate", _T.INT, 2**31 - 1,
+                  "New connections per second the broker serves; more wait their turn.",
+                  minimum=0, read_only=True),
+        ConfigDef("quota.window.num", _T.INT, 11,
+                  "Samples kept for client quota rates.", minimum=1, read_only=True),
+        ConfigDef("quota.window.size.seconds", _T.INT, 1,
+                  "Time span of one client quota sample.", minimum=1, read_only=True),
         ConfigDef("queued.max.requests", _T.INT, 500,
                   "Requests queued per connection before reading pauses.", minimum=1),
         ConfigDef("request.timeout.ms", _T.INT, 30_000, "Longest a request may wait.",
@@ -273,12 +290,13 @@ _SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.", "authorizer.", "quota."
 _SECURITY_NAMES = frozenset({
     "super.users", "allow.everyone.if.no.acl.found", "security.inter.broker.protocol",
     "inter.broker.listener.name", "control.plane.listener.name",
-    "connections.max.reauth.ms", "max.connections", "max.connections.per.ip",
-    "max.connections.per.ip.overrides", "max.connection.creation.rate",
+    "connections.max.reauth.ms",
     "producer.byte.rate", "consumer.byte.rate", "request.percentage",
 })
 # wired into the listeners and the request pipeline so far
-_WIRED = TLS_PROPERTIES | SASL_PROPERTIES | AUTHORIZER_PROPERTIES
+# per listener too (listener.name.<l>.max.connections): connection_limits.py
+_CONNECTION_LIMITS = frozenset({"max.connections", "max.connection.creation.rate"})
+_WIRED = TLS_PROPERTIES | SASL_PROPERTIES | AUTHORIZER_PROPERTIES | _CONNECTION_LIMITS
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                "kafka.security.authorizer.AclAuthorizer", "acl")
 _MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.")
@@ -370,9 +388,8 @@ class BrokerConfig:
                     continue
                 if is_security_property(name):
                     raise ConfigError(
-                        f"{name} is not supported: this broker serves TLS and SASL but no "
-                        "ACLs or quotas yet, and will not run without a protection you "
-                        "asked for")
+                        f"{name} is not supported by this broker, which will not run "
+                        "without a protection you asked for")
                 log.warning("ignoring unknown broker property %s", name)
                 continue
             parsed[name] = BROKER_CONFIGS[name].parse(value)
@@ -401,6 +418,9 @@ class BrokerConfig:
                               "not supported yet")
         if authorizer:
             AclAuthorizer.from_config(self.security_props)  # super.users must parse
+        # overrides must resolve, per-listener limits parse, per-ip 0 needs overrides
+        ConnectionLimits.from_config(self.__getitem__, self.security_props,
+                                     [li.name for li in self.listeners])
         secured = [li.name for li in self.listeners if protocols[li.name] != "PLAINTEXT"]
         if self._values.get("zookeeper.connect") and secured:
             if not any(li.name == "PLAINTEXT" for li in self.listeners):

@@ -63,7 +63,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._busy = False
         self._read_paused = False
         self._write_paused = False
+        self._throttled = False  # muted by a quota (KIP-219) until its throttle time ends
         self._closed = False
+        self._admitted = False  # counted by the connection limits until it closes
         self.last_active = 0.0
 
     # ---- asyncio callbacks ------------------------------------------------------
@@ -74,6 +76,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = (str(peer[0]), int(peer[1]))
+        admission = self.broker.connection_limits.admit(self.listener, self.peer[0])
+        if admission.refused is not None:
+            self._closed = True  # at once: it costs nothing more than its socket did
+            self.transport.abort()
+            return
+        self._admitted = True
+        if admission.delay_ms > 0:
+            # over a creation rate: not read until the time is up (then served, or
+            # closed for an ip's connection_creation_rate quota, as Kafka does)
+            self._throttled = True
+            self.transport.pause_reading()
+            self._read_paused = True
+            asyncio.get_running_loop().call_later(
+                admission.delay_ms / 1000,
+                self.close if admission.close_after_delay else self._unmute)
+        if peer:
             self.security = self.security.listener.for_connection(f"{peer[0]}:{peer[1]}")
             self.client = Client(self.peer[0], self.peer[1], self.listener, self.security)
         self.security.on_tls_established(transport.get_extra_info("ssl_object"))
@@ -82,6 +100,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._admitted:
+            self._admitted = False
+            self.broker.connection_limits.release(self.listener, self.peer[0])
         self._closed = True
         self.broker.connections.discard(self)
         self._queue.clear()
@@ -157,7 +178,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _on_frame(self, frame: bytearray) -> None:
         loop = asyncio.get_running_loop()
         self.last_active = loop.time()
-        if self._busy or self._write_paused or self._queue:
+        if self._busy or self._write_paused or self._throttled or self._queue:
             self._queue.append(frame)
             self._queued_bytes += len(frame)
             self._update_reading()
@@ -169,7 +190,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         reads what it is sent."""
         if self.transport is None or self._closed:
             return
-        full = (self._write_paused or len(self._queue) >= self.broker.max_queued_requests
+        full = (self._write_paused or self._throttled
+                or len(self._queue) >= self.broker.max_queued_requests
                 or self._queued_bytes >= QUEUED_BYTES)
         if full and not self._read_paused:
             self.transport.pause_reading()
@@ -204,13 +226,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._drain()
 
     def _drain(self) -> None:
-        while self._queue and not self._busy and not self._write_paused and not self._closed:
+        while (self._queue and not self._busy and not self._write_paused
+               and not self._throttled and not self._closed):
             frame = self._queue.popleft()
             self._queued_bytes -= len(frame)
             self._handle(frame)
         self._update_reading()
 
     def _respond(self, reply: Any) -> None:
+        channel = self.client.channel
+        if channel.throttle_ms > 0:
+            # Kafka mutes a throttled client's channel once its response is on its way:
+            # nothing more is read or handled from it until the time is up
+            self._throttled = True
+            self._update_reading()
+            asyncio.get_running_loop().call_later(channel.throttle_ms / 1000, self._unmute)
+            channel.throttle_ms = 0
         if reply is None:
             return
         if reply is CLOSE_CONNECTION:
@@ -222,8 +253,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
                                                   self.close)
             self.security.close_after_ms = None
 
+    def _unmute(self) -> None:
+        self._throttled = False
+        if not self._closed:
+            self._update_reading()
+            self._drain()
+
+    @property
+    def idle(self) -> bool:
+        """Neither handling a request nor holding queued ones (a long-poll fetch waiting
+        is not idleness)."""
+        return not self._busy and not self._queue
+
     def _send(self, data: bytes | bytearray) -> None:
         if self.transport is not None and not self._closed:
+            self.last_active = asyncio.get_running_loop().time()
             self.transport.write(data)
 
     def close(self) -> None:

@@ -1,8 +1,9 @@
 """The request pipeline: the one path every request takes, whatever its API.
 
 frame → header → handler and version check → decode → context (who, on which
-listener, the ports) → the steps every request passes (authorization, quotas, fault
-injection — each a hook that costs nothing while unset) → the handler → the response
+listener, the ports) → the steps every request passes (authorization, fault injection —
+each a hook that costs nothing while unset) → the handler, timed and its response
+throttled while client quotas are configured (quota_step.py) → the response
 frame, or, if anything raised, the API's own error response (`error_responses.py`)
 → metrics. A connection is closed only when no response can be built: a frame too
 short for a header, an unknown API, an unsupported version (but ApiVersions, which
@@ -19,7 +20,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnsupportedVersion
@@ -37,6 +38,7 @@ from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
 from odradek.server.handlers.api_versions import unsupported_version_response
 from odradek.server.handlers.base import CLOSE_CONNECTION, Encoded, RequestContext
 from odradek.server.listener_security import ConnectionSecurity
+from odradek.server.quota_step import Channel, QuotaStep
 
 if TYPE_CHECKING:
     from odradek.server.authorization import RequestAuthorizer
@@ -64,6 +66,7 @@ class Client:
     port: int
     listener: str
     security: ConnectionSecurity | None = None  # who it is, once TLS or SASL says so
+    channel: Channel = field(default_factory=Channel)  # the connection's throttle
 
 
 class RequestPipeline:
@@ -73,7 +76,7 @@ class RequestPipeline:
         # Each runs before the handler, in this order; None while not configured, so an
         # unsecured, unthrottled broker pays one attribute test per request for each.
         self.authorize: RequestAuthorizer | None = None
-        self.throttle: Step | None = None
+        self.throttle: QuotaStep | None = None  # set while any client quota is configured
         self.faults: Step | None = None
 
     def process(self, frame: bytearray, client: Client) -> Any:
@@ -115,7 +118,7 @@ class RequestPipeline:
         except (InvalidRequest, UnsupportedVersion) as e:
             log.warning("closing connection from %s:%d: %s", client.host, client.port, e)
             return CLOSE_CONNECTION
-        return self._handle(header, request, client, started)
+        return self._handle(header, request, client, started, len(frame))
 
     def _decode(self, frame: bytearray, api_key: int, version: int) -> tuple[Any, Any]:
         # kio's native readers insist on read-only buffers
@@ -139,25 +142,34 @@ class RequestPipeline:
         except (InvalidRequest, UnsupportedVersion) as e:
             log.warning("closing connection from %s:%d: %s", client.host, client.port, e)
             return CLOSE_CONNECTION
-        reply = self._handle(header, request, client, started, encode_in_thread=True)
+        reply = self._handle(header, request, client, started, len(frame),
+                             encode_in_thread=True)
         while asyncio.iscoroutine(reply) or isinstance(reply, asyncio.Future):
             reply = await reply
         return reply
 
-    def _handle(self, header: Any, request: Any, client: Client, started: float,
+    def _handle(self, header: Any, request: Any, client: Client, started: float, size: int,
                 encode_in_thread: bool = False) -> Any:
         handler = HANDLERS[header.api_key]
         security = client.security
         ctx = RequestContext(self.ports, header, client.host, client.port, client.listener,
-                             security)
+                             security, request_size=size)
         finish = None
+        throttle = self.throttle
         try:
             if self.authorize is not None:
                 verdict = self.authorize(ctx, request)
                 request, finish = verdict.request, verdict.finish
             result = self._steps(ctx, request)
             if result is None:
-                result = handler.handle(ctx, request)
+                if throttle is not None:
+                    request = throttle.prepare(ctx, request)
+                    begun = time.perf_counter_ns()
+                    result = handler.handle(ctx, request)
+                    result = self._throttled(ctx, request, result, throttle, client.channel,
+                                             time.perf_counter_ns() - begun)
+                else:
+                    result = handler.handle(ctx, request)
         except Exception as e:
             return self._failed(ctx, request, e, started)
         if finish is not None:
@@ -167,6 +179,18 @@ class RequestPipeline:
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             return self._later(ctx, request, result, started)
         return self._reply(ctx, request, result, started)
+
+    @staticmethod
+    def _throttled(ctx: RequestContext, request: Any, result: Any, throttle: QuotaStep,
+                   channel: Channel, handling_ns: int) -> Any:
+        """The response with its quota's throttle time; the time is the handler's own
+        (not its waits), as Kafka counts a request handler thread's time."""
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            async def then() -> Any:
+                return throttle.finish(ctx, request, await result, handling_ns, channel)
+
+            return then()
+        return throttle.finish(ctx, request, result, handling_ns, channel)
 
     @staticmethod
     def _finished(result: Any, finish: Callable[[Any], Any]) -> Any:
@@ -179,11 +203,8 @@ class RequestPipeline:
         return finish(result)
 
     def _steps(self, ctx: RequestContext, request: Any) -> Any:
-        for step in (self.throttle, self.faults):
-            if step is not None:
-                outcome = step(ctx, request)
-                if outcome is not None:
-                    return outcome
+        if self.faults is not None:
+            return self.faults(ctx, request)
         return None
 
     async def _later(self, ctx: RequestContext, request: Any, pending: Any,

@@ -1,7 +1,8 @@
-"""`odradek kafka-configs`: Kafka's kafka-configs.sh (ConfigCommand) for topics and brokers.
+"""`odradek kafka-configs`: Kafka's kafka-configs.sh (ConfigCommand) for topics, brokers,
+and the client quotas of users and clients (cli/client_quotas.py).
 
-Quota entities (clients, users, ips) and broker loggers are refused with a one-line
-error: odradek has no client quotas yet, and refusing beats accepting what is not done.
+ips, broker loggers, client metrics and groups, and SCRAM credentials of users, are
+refused with a one-line error: refusing beats accepting what is not done.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import re
 import sys
 from typing import Any
 
+from odradek.cli import client_quotas as cq
+from odradek.cli.client_quotas import QuotaError
 from odradek.cli.configs import entry_line
 from odradek.cli.kafka.client import (
     TIMEOUT_S,
@@ -24,7 +27,7 @@ from odradek.cli.kafka.jopt import usage_and_exit as _usage
 
 _TYPES = ("topics", "clients", "users", "brokers", "broker-loggers", "ips", "client-metrics",
           "groups")
-_SUPPORTED = ("topics", "brokers")
+_SUPPORTED = ("topics", "brokers", "users", "clients")
 _DYNAMIC_SOURCE = {"topics": 1, "brokers": 2, "": 3}  # ConfigSource of the entity's own configs
 _SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")  # commas outside [...]
 
@@ -153,7 +156,7 @@ class _Options:
         unsupported = [t for t in types if t not in _SUPPORTED]
         if unsupported:
             raise ValueError(f"odradek does not support --entity-type {unsupported[0]} yet "
-                             "(topics and brokers only)")
+                             "(topics, brokers, users and clients only)")
 
 
 def main(argv: list[str]) -> None:
@@ -164,12 +167,15 @@ def main(argv: list[str]) -> None:
                         "config for a topic, client, user, broker, ip, client-metrics or group")
         spec.check(opts)
         types, names = spec.entities(opts)
+        if types[0] in ("users", "clients"):
+            _quotas(spec, opts, types, names)
+            return
         client = admin(client_conf(opts.value(spec.bootstrap), opts.all(spec.command_config)))
         if opts.has(spec.describe):
             _describe(client, types[0], names[0] if names else None, opts.has(spec.all))
         else:
             _alter(client, spec, opts, types[0], names[0])
-    except (OptionError, ValueError, ToolError) as e:
+    except (OptionError, ValueError, ToolError, QuotaError) as e:
         print(e, file=sys.stderr)
         sys.exit(1)
     except Exception as e:  # confluent-kafka's KafkaException
@@ -249,3 +255,33 @@ def _alter(client: Any, spec: _Options, opts: Parsed, kind: str, name: str) -> N
         print(f"Completed updating config for {kind[:-1]} {name}.")
     else:
         print(f"Completed updating default config for {kind} in the cluster.")
+
+
+def _quotas(spec: _Options, opts: Parsed, types: list[str], names: list[str]) -> None:
+    """ConfigCommand's alter and describe of client quotas (users, clients, both)."""
+    if opts.has(spec.command_config):
+        raise ValueError("odradek kafka-configs does not take --command-config for users and "
+                         "clients yet (their quotas go over PLAINTEXT)")
+    bootstrap = opts.value(spec.bootstrap) or ""
+    if opts.has(spec.describe):
+        for entity, values in cq.describe(bootstrap, types, names):
+            print(cq.describe_line(entity, values))
+        return
+    sets = _to_add(spec, opts)
+    scram = [k for k in sets if k.upper().startswith("SCRAM-")]
+    if scram:
+        raise ValueError(f"odradek kafka-configs does not alter {scram[0]} credentials yet")
+    deletes = [k.strip() for item in opts.all(spec.delete_config) for k in item.split(",")
+               if k.strip()]
+    if len(names) != len(types):
+        raise ValueError("An entity-name or default entity must be specified with --alter "
+                         "of users, clients, brokers or ips")
+    current = {k for _, values in cq.describe(bootstrap, types, names) for k in values}
+    missing = [k for k in deletes if k not in current]
+    if missing:
+        raise ValueError(f"Invalid config(s): {','.join(missing)}")
+    cq.alter(bootstrap, cq.entity_of(types, names), cq.parse_values(sets), deletes)
+    if names[0]:
+        print(f"Completed updating config for {types[0][:-1]} {names[0]}.")
+    else:
+        print(f"Completed updating default config for {types[0]} in the cluster.")

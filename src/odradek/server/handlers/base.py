@@ -73,6 +73,7 @@ class RequestContext:
     # set by the authorization step for the handlers that check topics themselves
     topic_denied: Callable[[str], bool] | None = None
     topic_creatable: Callable[[str], bool] | None = None
+    request_size: int = 0  # the frame's bytes, for the produce quota
 
     @property
     def principal(self) -> str:
@@ -181,7 +182,7 @@ def build(cls: type, **values: Any) -> Any:
                         "in any version")
     kwargs = {k: v for k, v in values.items() if k in names}
     if "throttle_time" in names and "throttle_time" not in kwargs:
-        kwargs["throttle_time"] = ZERO_MS  # we do not throttle (yet)
+        kwargs["throttle_time"] = ZERO_MS  # the throttle step sets it when a quota says so
     return cls(**kwargs)
 
 
