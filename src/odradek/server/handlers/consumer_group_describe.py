@@ -47,7 +47,7 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
               subscribed_topic_regex=m.subscribed_regex,
               assignment=_assignment(ctx, m.assigned),
               target_assignment=_assignment(ctx, group.target.get(m.member_id, {})),
-              member_type=-1)
+              member_type=0 if m.classic is not None else 1)
         for m in group.members.values()
     )
     return build(schema.DescribedGroup, error_code=ErrorCode.none, error_message=None,
