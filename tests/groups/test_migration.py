@@ -3,6 +3,7 @@ member to the consumer protocol and back, consuming throughout, and Kafka's refu
 
 from __future__ import annotations
 
+import itertools
 import struct
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from confluent_kafka import ConsumerGroupType as GroupType
 from kafka import KafkaConsumer
 
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.group_records import decode_consumer_assignment
 from tests.conftest import BrokerProcess
 from tests.groups.conftest import GROUP_OVERRIDES
 from tests.groups.helpers import create_topic, describe_group, unique
@@ -37,6 +39,7 @@ class Worker:
     protocol: str
     assigned: set[int] = field(default_factory=set)
     seen: list[tuple[int, int]] = field(default_factory=list)  # (partition, offset)
+    times: list[float] = field(default_factory=list)  # when each was seen
     committed: set[tuple[int, int]] = field(default_factory=set)
     failed_commits: set[tuple[int, int]] = field(default_factory=set)
     closed: bool = False
@@ -59,6 +62,7 @@ class Worker:
             return
         tp = (m.partition(), m.offset())
         self.seen.append(tp)
+        self.times.append(time.monotonic())
         try:
             self.consumer.commit(message=m, asynchronous=False)
             self.committed.add(tp)
@@ -185,8 +189,11 @@ def test_rolling_upgrade_to_the_consumer_protocol_and_back(
     failed = {tp for w in fleet.workers for tp in w.failed_commits}
     twice = {tp for tp, n in seen.items() if n > 1}
     assert twice <= failed, f"redelivered although committed: {sorted(twice - failed)[:10]}"
+    times = sorted(t for w in fleet.workers for t in w.times)
+    pause = max(b - a for a, b in itertools.pairwise(times))
     print(f"\n{len(seen)} records, {len(twice)} delivered twice "
-          f"({len(failed)} commits failed during the rebalances)")
+          f"({len(failed)} commits failed during the rebalances); longest time with no "
+          f"record consumed by anyone: {pause * 1000:.0f} ms")
 
 
 def test_a_kafka_python_member_shares_a_group_with_a_consumer_protocol_member(
@@ -388,3 +395,74 @@ def test_an_unknown_migration_policy_is_refused_at_start_up(tmp_path: Path) -> N
     assert ("Invalid value sideways for configuration group.consumer.migration.policy: "
             "String must be one of (case insensitive): bidirectional, upgrade, downgrade, "
             "disabled") in lines[0]
+
+
+def sync(w: WireClient, group: str, member_id: str, generation: int) -> Any:
+    return w.call(14, 5, group_id=group, generation_id=generation, member_id=member_id,
+                  group_instance_id=None, protocol_type="consumer", protocol_name="range",
+                  assignments=())
+
+
+@pytest.fixture(scope="module")
+def upgrade_only_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("upgrade-only") / "data", overrides={
+        **GROUP_OVERRIDES, "group.consumer.migration.policy": "upgrade"}).start()
+    yield b
+    b.stop()
+
+
+@pytest.mark.parametrize("policy", ["bidirectional", "upgrade"])
+def test_a_classic_member_on_the_wire_through_upgrade_and_downgrade(
+        group_broker: BrokerProcess, upgrade_only_broker: BrokerProcess, policy: str) -> None:
+    """What a classic member sees, request by request, as its group changes kind."""
+    b = group_broker if policy == "bidirectional" else upgrade_only_broker
+    topic, group = unique("wire-migrate"), unique("g")
+    create_topic(b.bootstrap, topic, 2)
+    with WireClient(b.bootstrap) as w:
+        w.call(10, 3, key=group, key_type=0)
+        me, generation = classic_member(w, group, "consumer", subscription(topic))
+
+        def heartbeat(generation: int) -> ErrorCode:
+            return ErrorCode(w.call(12, 3, group_id=group, generation_id=generation,
+                                    member_id=me, group_instance_id=None).error_code)
+
+        joined = consumer_heartbeat(w, group, "", 0, (topic,))
+        assert joined.error_code == ErrorCode.none  # the classic group is upgraded
+        assert heartbeat(generation) == ErrorCode.rebalance_in_progress
+        schema = w.schema(11, 5)
+        rejoined = w.call(11, 5, group_id=group, session_timeout=timedelta(seconds=30),
+                          rebalance_timeout=timedelta(seconds=30), member_id=me,
+                          group_instance_id=None, protocol_type="consumer",
+                          protocols=(schema.JoinGroupRequestProtocol(
+                              name="range", metadata=subscription(topic)),))
+        assert rejoined.error_code == ErrorCode.none
+        assert (rejoined.protocol_name, rejoined.leader, rejoined.members) == ("range", "", ())
+        assert rejoined.generation_id > generation
+        synced = sync(w, group, me, rejoined.generation_id)
+        assert synced.error_code == ErrorCode.none
+        mine = decode_consumer_assignment(bytes(synced.assignment))
+        assert mine is not None and len(mine.get(topic, [])) <= 1  # the other is shared out
+        assert heartbeat(rejoined.generation_id) == ErrorCode.none
+        (g,) = w.call(69, 1, group_ids=(group,), include_authorized_operations=False).groups
+        assert sorted(m.member_type for m in g.members) == [0, 1]
+
+        left = consumer_heartbeat(w, group, joined.member_id, -1, None)
+        assert left.error_code == ErrorCode.none
+        (desc,) = w.call(15, 5, groups=(group,), include_authorized_operations=False).groups
+        if policy == "bidirectional":
+            # back to a classic group, rebalancing so that its members rejoin
+            assert desc.error_code == ErrorCode.none
+            assert desc.group_state == "PreparingRebalance"
+            assert [m.member_id for m in desc.members] == [me]
+            assert heartbeat(rejoined.generation_id) == ErrorCode.rebalance_in_progress
+        else:
+            # no downgrade: the consumer group serves its classic member alone
+            assert desc.error_code == ErrorCode.group_id_not_found
+            assert heartbeat(rejoined.generation_id) == ErrorCode.rebalance_in_progress
+            again = w.call(11, 5, group_id=group, session_timeout=timedelta(seconds=30),
+                           rebalance_timeout=timedelta(seconds=30), member_id=me,
+                           group_instance_id=None, protocol_type="consumer",
+                           protocols=(schema.JoinGroupRequestProtocol(
+                               name="range", metadata=subscription(topic)),))
+            synced = sync(w, group, me, again.generation_id)
+            assert decode_consumer_assignment(bytes(synced.assignment)) == {topic: [0, 1]}

@@ -197,6 +197,11 @@ class ConsumerGroup(Group):
                     and (owned is None or flat(owned) <= flat(member.assigned)))):
                 return HeartbeatResult(ErrorCode.fenced_member_epoch, member_id, epoch,
                                        message=f"epoch {epoch} is not {member.epoch}")
+        if member.classic is not None:
+            # a ConsumerGroupHeartbeat makes it a consumer-protocol member (Kafka clears
+            # its classic metadata the same way)
+            member.classic.cancel()
+            member.classic = None
         member.rack_id = rack_id if rack_id is not None else member.rack_id
         if rebalance_timeout_ms > 0:
             member.rebalance_timeout_ms = rebalance_timeout_ms
