@@ -466,3 +466,40 @@ def test_a_classic_member_on_the_wire_through_upgrade_and_downgrade(
                                name="range", metadata=subscription(topic)),))
             synced = sync(w, group, me, again.generation_id)
             assert decode_consumer_assignment(bytes(synced.assignment)) == {topic: [0, 1]}
+
+
+def test_a_static_classic_member_replacing_the_last_consumer_member_downgrades_at_once(
+        group_broker: BrokerProcess) -> None:
+    topic, group = unique("static-migrate"), unique("g")
+    create_topic(group_broker.bootstrap, topic, 2)
+    with WireClient(group_broker.bootstrap) as w:
+        w.call(10, 3, key=group, key_type=0)
+        other, _ = classic_member(w, group, "consumer", subscription(topic))
+        joined = w.call(68, 0, group_id=group, member_id="", member_epoch=0,
+                        instance_id="instance-1", rack_id=None,
+                        rebalance_timeout=timedelta(seconds=30),
+                        subscribed_topic_names=(topic,), server_assignor=None,
+                        topic_partitions=())
+        assert joined.error_code == ErrorCode.none
+        # the same instance restarts on the classic protocol under a new member id
+        schema = w.schema(11, 5)
+        rejoined = w.call(11, 5, group_id=group, session_timeout=timedelta(seconds=30),
+                          rebalance_timeout=timedelta(seconds=30), member_id="",
+                          group_instance_id="instance-1", protocol_type="consumer",
+                          protocols=(schema.JoinGroupRequestProtocol(
+                              name="range", metadata=subscription(topic)),))
+        assert rejoined.error_code == ErrorCode.none
+        assert rejoined.member_id != joined.member_id
+        (desc,) = w.call(15, 5, groups=(group,), include_authorized_operations=False).groups
+        assert desc.error_code == ErrorCode.none and desc.group_state == "Stable"
+        assert sorted(m.member_id for m in desc.members) == sorted(
+            [other, rejoined.member_id])
+        synced = w.call(14, 5, group_id=group, generation_id=rejoined.generation_id,
+                        member_id=rejoined.member_id, group_instance_id="instance-1",
+                        protocol_type="consumer", protocol_name="range", assignments=())
+        assert synced.error_code == ErrorCode.none
+        # it keeps what the consumer-protocol instance was given
+        assert joined.assignment is not None
+        given = {p for t in joined.assignment.topic_partitions for p in t.partitions}
+        got = decode_consumer_assignment(bytes(synced.assignment))
+        assert given and got == {topic: sorted(given)}

@@ -133,6 +133,9 @@ class ConsumerGroup(Group):
         # called before a member is fenced or leaves: True when it converted the group
         # to a classic one instead (migration.py's online downgrade)
         self.on_fence: Callable[[ConsumerGroup, ConsumerMember], bool] | None = None
+        # called when a classic static member took the place of the last consumer-protocol
+        # member: the group may become classic at once (migration.py)
+        self.on_classic_only: Callable[[ConsumerGroup], None] | None = None
 
     # ---- views ------------------------------------------------------------------
 

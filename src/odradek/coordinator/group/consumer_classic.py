@@ -75,6 +75,7 @@ def join(group: ConsumerGroup, member_id: str, instance_id: str | None, client_i
         return JoinResult(ErrorCode.inconsistent_group_protocol, member_id)
 
     member: ConsumerMember | None = None
+    replaced_consumer = False
     if instance_id is not None and instance_id in group.static:
         old = group.members.get(group.static[instance_id])
         if old is not None and old.member_id != member_id:
@@ -82,6 +83,7 @@ def join(group: ConsumerGroup, member_id: str, instance_id: str | None, client_i
                 return JoinResult(ErrorCode.fenced_instance_id, member_id)
             if old.classic is not None:
                 old.classic.cancel()
+            replaced_consumer = old.classic is None
             member = group.replace_static(old, member_id, client_id, client_host)
     if member is None:
         member = group.members.get(member_id)
@@ -91,7 +93,7 @@ def join(group: ConsumerGroup, member_id: str, instance_id: str | None, client_i
         group.members[member_id] = member
         if instance_id is not None:
             group.static[instance_id] = member_id
-    elif member.classic is None:
+    elif member.classic is None and not replaced_consumer:
         log.info("member %s of group %s does not use the classic protocol", member_id,
                  group.group_id)
         return JoinResult(ErrorCode.unknown_member_id, member_id)
@@ -124,8 +126,12 @@ def join(group: ConsumerGroup, member_id: str, instance_id: str | None, client_i
     info.join_pending = False
     group.start_session(member)
     _schedule(group, member, info, "sync", rebalance_timeout_ms)
-    return JoinResult(ErrorCode.none, member.member_id, member.epoch, PROTOCOL_TYPE,
-                      info.protocol_name, "", [])
+    result = JoinResult(ErrorCode.none, member.member_id, member.epoch, PROTOCOL_TYPE,
+                        info.protocol_name, "", [])
+    if replaced_consumer and group.on_classic_only is not None and all(
+            m.classic is not None for m in group.members.values()):
+        group.on_classic_only(group)
+    return result
 
 
 def _schedule(group: ConsumerGroup, member: ConsumerMember, info: ClassicInfo, what: str,

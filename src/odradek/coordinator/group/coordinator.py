@@ -203,7 +203,19 @@ class GroupCoordinator:
                               "member leaving.")
             return True
 
+        def on_classic_only(g: ConsumerGroup) -> None:
+            # a static classic member replaced the last consumer-protocol member: the
+            # group turns classic with the assignment as it is, without a rebalance
+            if shard.groups.get(g.group_id) is not g or \
+                    not migration.can_downgrade(g, None, self.config):
+                return
+            classic = migration.downgrade(g, None, shard, topics)
+            shard.groups[g.group_id] = classic
+            classic.start_timers()
+            shard.spawn(classic.store_quietly())
+
         group.on_fence = on_fence
+        group.on_classic_only = on_classic_only
 
     @staticmethod
     def _convert(shard: GroupShard, old: Group, new: Group) -> Group:

@@ -105,10 +105,14 @@ async def _tombstone(group: ClassicGroup, runtime: Runtime) -> None:
                     exc_info=True)
 
 
-def can_downgrade(group: ConsumerGroup, leaving: ConsumerMember, config: GroupConfig) -> bool:
-    """Kafka's validateOnlineDowngradeWithFencedMember."""
+def can_downgrade(group: ConsumerGroup, leaving: ConsumerMember | None,
+                  config: GroupConfig) -> bool:
+    """Kafka's validateOnlineDowngradeWithFencedMember, or with no member leaving (a
+    classic static member replaced the last consumer-protocol one)
+    validateOnlineDowngradeWithReplacedMemberId."""
     others = [m for m in group.members.values() if m is not leaving]
-    if leaving.classic is not None or not others or any(m.classic is None for m in others):
+    if (leaving is not None and leaving.classic is not None) or not others or any(
+            m.classic is None for m in others):
         return False
     if not config.downgrade_enabled:
         log.info("Cannot downgrade consumer group %s to classic group because the online "
@@ -121,10 +125,10 @@ def can_downgrade(group: ConsumerGroup, leaving: ConsumerMember, config: GroupCo
     return True
 
 
-def downgrade(group: ConsumerGroup, leaving: ConsumerMember, runtime: Runtime,
+def downgrade(group: ConsumerGroup, leaving: ConsumerMember | None, runtime: Runtime,
               topics: TopicsView) -> ClassicGroup:
-    """The classic group a consumer group becomes when `leaving` goes; the caller puts it
-    in its place."""
+    """The classic group a consumer group becomes when `leaving` goes (or when no
+    consumer-protocol member is left); the caller puts it in its place."""
     classic = ClassicGroup(group.group_id, group.partition, runtime)
     classic.generation = group.group_epoch
     classic.protocol_type = "consumer"
