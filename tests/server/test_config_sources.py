@@ -80,3 +80,21 @@ def test_broker_configs_report_static_and_cluster_level_sources(
     assert [x.error_code for x in r.responses] == [ErrorCode.none]
     assert describe(admin, ConfigResource(ResourceType.BROKER, "1"))[
         "min.insync.replicas"].value == "2"
+
+
+def test_synonyms_are_listed_level_by_level_as_kafka_does(configured: BrokerProcess) -> None:
+    admin = AdminClient({"bootstrap.servers": configured.bootstrap})
+    admin.create_topics([NewTopic("synonyms", 1, 1, config={"retention.ms": "10000"})]
+                        )["synonyms"].result(15)
+    with WireClient(configured.bootstrap) as w:
+        s = w.schema(32, 4)
+        r = w.call(32, 4, include_synonyms=True, include_documentation=False, resources=(
+            s.DescribeConfigsResource(resource_type=2, resource_name="synonyms",
+                                      configuration_keys=("retention.ms", "segment.bytes")),))
+    (result,) = r.results
+    got = {c.name: [(x.name, x.value, x.source) for x in c.synonyms] for c in result.configs}
+    # the topic's override, the broker's static property, then the built-in default
+    assert got["retention.ms"][0] == ("retention.ms", "10000", 1)
+    assert ("log.retention.ms", "3600000", 4) in got["retention.ms"]
+    assert got["retention.ms"][-1][2] == 5
+    assert [x[2] for x in got["segment.bytes"]] == [5]

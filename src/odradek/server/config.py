@@ -453,6 +453,18 @@ class BrokerConfig:
             return "static"
         return "default"
 
+    def levels(self, name: str) -> dict[str, Any]:
+        """The property's value at each level that has one: "dynamic" (cluster-wide),
+        "static" (file, env or override) and "default" (unset defaults are left out)."""
+        out: dict[str, Any] = {}
+        if name in self.dynamic:
+            out["dynamic"] = self.dynamic[name]
+        if name in self.explicit and name in self._values:
+            out["static"] = self._values[name]
+        if name in BROKER_CONFIGS and BROKER_CONFIGS[name].default is not None:
+            out["default"] = BROKER_CONFIGS[name].default
+        return out
+
     @property
     def node_id(self) -> int:
         broker_id = self._values.get("broker.id")
