@@ -37,7 +37,7 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
     except KafkaError as e:
         return failed(e.code, str(e))
     if group is None or (isinstance(group, ClassicGroup) and group.state == State.DEAD):
-        return failed(ErrorCode.group_id_not_found, f"Group {group_id} not found.", "Dead")
+        return failed(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
     if not isinstance(group, ConsumerGroup):
         return failed(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
     members = tuple(
