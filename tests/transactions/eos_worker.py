@@ -45,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
     consumer.subscribe([args.input])
     rng = random.Random()
     print("worker ready", flush=True)
+    transactions = 0
     while True:
         msgs = consumer.consume(args.batch, 0.5)
         msgs = [m for m in msgs if m.error() is None or
@@ -65,6 +66,18 @@ def run(args: argparse.Namespace) -> int:
         producer.send_offsets_to_transaction(
             [TopicPartition(t, p, o) for (t, p), o in positions.items()],
             consumer.consumer_group_metadata(), 30)
+        transactions += 1
+        if args.abort_every and transactions % args.abort_every == 0:
+            # give the batch up: its records and offsets vanish; read it again
+            assert producer.flush(30) == 0  # so the aborted records do reach the log
+            producer.abort_transaction(30)
+            first: dict[tuple[str, int], int] = {}
+            for m in msgs:
+                first.setdefault((m.topic(), m.partition()), m.offset())
+            for (t, p), o in first.items():
+                consumer.seek(TopicPartition(t, p, o))
+            print(f"aborted transaction {transactions}", flush=True)
+            continue
         producer.commit_transaction(30)
 
 
@@ -107,6 +120,8 @@ def main() -> int:
     parser.add_argument("--transactional-id", required=True)
     parser.add_argument("--batch", type=int, default=20)
     parser.add_argument("--pause", type=float, default=0.02)
+    parser.add_argument("--abort-every", type=int, default=0,
+                        help="abort every Nth transaction and read its batch again")
     parser.add_argument("--client", choices=("confluent-kafka", "kafka-python"),
                         default="confluent-kafka")
     args = parser.parse_args()

@@ -111,6 +111,15 @@ class MetadataController(Protocol):
     async def list_reassignments(self) -> dict[TopicPartition, PartitionInfo]: ...
 
 
+def new_cluster_configs(static: Mapping[str, Any]) -> dict[str, str]:
+    """The cluster-level dynamic configs a new cluster starts with, as Kafka 4.1+'s: with
+    eligible leader replicas (KIP-966, on for new clusters) the controller's activation
+    writes `min.insync.replicas` at cluster level from the static value, so that every
+    broker and topic resolves the same one (DescribeConfigs then reports it as
+    DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+    return {"min.insync.replicas": str(int(static.get("min.insync.replicas", 1)))}
+
+
 class Controller:
     def __init__(
         self,
@@ -131,7 +140,8 @@ class Controller:
             controller_id=local_broker.node_id,
             brokers={local_broker.node_id: local_broker},
             topics=topics,
-            broker_configs=dict((data or {}).get("broker_configs", {})),
+            broker_configs=(dict(data.get("broker_configs", {})) if data
+                            else new_cluster_configs(broker_defaults())),
             next_producer_id=int((data or {}).get("next_producer_id", 0)),
             user_configs={str(u): dict(c) for u, c in
                           (data or {}).get("user_configs", {}).items()},

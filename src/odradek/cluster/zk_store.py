@@ -41,7 +41,7 @@ from kazoo.protocol.states import EventType, WatchedEvent
 from odradek.cluster import topic_rules as rules
 from odradek.cluster import zk_admin
 from odradek.cluster import zk_data as zd
-from odradek.cluster.controller import Listener
+from odradek.cluster.controller import Listener, new_cluster_configs
 from odradek.cluster.metadata import (
     BrokerInfo,
     MetadataImage,
@@ -122,12 +122,22 @@ class ZkMetadataStore:
         cluster_id = await loop.run_in_executor(None, self.session.cluster_id,
                                                 proposed_cluster_id)
         self.image = replace(self.image, cluster_id=cluster_id)
+        if cluster_id == proposed_cluster_id:  # this broker created the cluster
+            await loop.run_in_executor(None, self._seed_cluster_configs)
 
         def on_state(event: str) -> None:
             loop.call_soon_threadsafe(self._on_session, event)
 
         self.session.add_state_listener(on_state)
         await self.refresh_all()
+
+    def _seed_cluster_configs(self) -> None:
+        found = self.session.get(zd.broker_config_path())
+        current = zd.decode_config(found[0]) if found else {}
+        wanted = new_cluster_configs(self._broker_defaults())
+        if any(name not in current for name in wanted):
+            zk_admin.set_configs(self.session, "brokers", zd.DEFAULT_ENTITY,
+                                 {**wanted, **current})
 
     async def refresh_all(self) -> None:
         self._full = True

@@ -36,6 +36,16 @@ _T = ConfigType
 ENV_PREFIX = "ODRADEK_"
 
 
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+def _migration_policy(value: Any) -> str | None:
+    # Kafka's CaseInsensitiveValidString over ConsumerGroupMigrationPolicy
+    if str(value).lower() in MIGRATION_POLICIES:
+        return None
+    return f"String must be one of (case insensitive): {', '.join(MIGRATION_POLICIES)}"
+
+
 def default_data_dir() -> Path:
     """A durable place for data: $XDG_DATA_HOME/odradek, never /tmp (wiped on reboot)."""
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
@@ -231,6 +241,10 @@ BROKER_CONFIGS = ConfigTable(
                   "Session timeout for consumer-protocol groups.", minimum=1),
         ConfigDef("group.consumer.assignors", _T.LIST, ["uniform", "range"],
                   "Server-side assignors, the first is the default."),
+        ConfigDef("group.consumer.migration.policy", _T.STRING, "bidirectional",
+                  "Online conversion of a non-empty group between the classic and the "
+                  "consumer protocol: bidirectional, upgrade, downgrade or disabled.",
+                  validator=_migration_policy),
         ConfigDef("transaction.state.log.num.partitions", _T.INT, 50,
                   "Partitions of __transaction_state.", minimum=1, read_only=True),
         ConfigDef("transaction.state.log.replication.factor", _T.INT, 1,
@@ -458,6 +472,18 @@ class BrokerConfig:
         if name in self.explicit:
             return "static"
         return "default"
+
+    def levels(self, name: str) -> dict[str, Any]:
+        """The property's value at each level that has one: "dynamic" (cluster-wide),
+        "static" (file, env or override) and "default" (unset defaults are left out)."""
+        out: dict[str, Any] = {}
+        if name in self.dynamic:
+            out["dynamic"] = self.dynamic[name]
+        if name in self.explicit and name in self._values:
+            out["static"] = self._values[name]
+        if name in BROKER_CONFIGS and BROKER_CONFIGS[name].default is not None:
+            out["default"] = BROKER_CONFIGS[name].default
+        return out
 
     @property
     def node_id(self) -> int:

@@ -57,6 +57,11 @@ class ConfigEntry:
     synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
 
 
+_LEVELS = (("dynamic", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+           ("static", ConfigSource.STATIC_BROKER_CONFIG),
+           ("default", ConfigSource.DEFAULT_CONFIG))
+
+
 def _broker_source(ports: Ports, name: str) -> ConfigSource:
     where = ports.config.source(name)
     if where == "dynamic":
@@ -76,14 +81,14 @@ def describe_topic(ports: Ports, topic: str) -> list[ConfigEntry]:
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if d.name in info.configs:
             synonyms.append((d.name, info.configs[d.name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        chain = BROKER_SYNONYMS.get(d.name, ())
-        for prop, _ in chain:
-            if ports.config.source(prop) != "default":
-                rendered = BROKER_CONFIGS[prop].render(ports.config[prop])
-                synonyms.append((prop, rendered, _broker_source(ports, prop)))
-        if chain:
-            last = BROKER_CONFIGS[chain[-1][0]]
-            synonyms.append((last.name, last.render(last.default), ConfigSource.DEFAULT_CONFIG))
+        # as Kafka's ConfigHelper.configSynonyms: every synonym at one level, then the next
+        chain = [prop for prop, _ in BROKER_SYNONYMS.get(d.name, ())]
+        for level, level_source in _LEVELS:
+            for prop in chain:
+                found = ports.config.levels(prop)
+                if level in found:
+                    rendered = BROKER_CONFIGS[prop].render(found[level])
+                    synonyms.append((prop, rendered, level_source))
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         value = d.render(getattr(resolved, d.name.replace(".", "_")))
         entries.append(
@@ -99,7 +104,9 @@ def describe_broker(ports: Ports) -> list[ConfigEntry]:
         value = ports.config.get(d.name)
         source = _broker_source(ports, d.name)
         rendered = None if d.sensitive else d.render(value)
-        synonyms = ((d.name, rendered, source),) if value is not None else ()
+        synonyms = tuple((d.name, None if d.sensitive else d.render(v), level_source)
+                         for level, level_source in _LEVELS
+                         for v in [ports.config.levels(d.name).get(level)] if v is not None)
         entries.append(
             ConfigEntry(d.name, rendered, source, d.read_only, d.sensitive,
                         d.type.describe_type, d.doc, synonyms)

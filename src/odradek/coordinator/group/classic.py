@@ -328,7 +328,7 @@ class ClassicGroup(Group):
             self.leader_id = None
             self.state = State.EMPTY
             log.info("group %s with generation %d is now empty", self.group_id, self.generation)
-            self.runtime.spawn(self._store_quietly())
+            self.runtime.spawn(self.store_quietly())
             if self.on_empty is not None:
                 self.on_empty(self)
             return
@@ -494,6 +494,25 @@ class ClassicGroup(Group):
             self._prepare_rebalance(reason)
         self._maybe_complete_join()
 
+    def hand_over(self, code: ErrorCode) -> None:
+        """The group became a consumer group (migration.py): answer everyone waiting with
+        `code` and stop every timer."""
+        self._join_timer.cancel()
+        self._sync_timer.cancel()
+        for timer in self.pending.values():
+            timer.cancel()
+        self.pending.clear()
+        for m in self.members.values():
+            m.heartbeat.cancel()
+            resolve(m.join_waiter, JoinResult(code, m.member_id))
+            resolve(m.sync_waiter, SyncResult(code))
+        self.state = State.DEAD
+
+    def rebalance(self, reason: str) -> None:
+        """Start a rebalance (after a downgrade: the members rejoin as a classic group)."""
+        if self.state in (State.STABLE, State.COMPLETING_REBALANCE):
+            self._prepare_rebalance(reason)
+
     def remove_all(self) -> None:
         """The group is deleted or its partition unloaded: answer everyone waiting."""
         self._join_timer.cancel()
@@ -540,7 +559,7 @@ class ClassicGroup(Group):
     async def store(self, assignments: dict[str, bytes] | None = None) -> None:
         await self.runtime.store_group(self, self.record(assignments))
 
-    async def _store_quietly(self) -> None:
+    async def store_quietly(self) -> None:
         try:
             await self.store()
         except Exception:

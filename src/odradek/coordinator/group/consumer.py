@@ -52,6 +52,27 @@ class TopicsView:
 
 
 @dataclass(eq=False)
+class ClassicInfo:
+    """A member that speaks the classic protocol inside a consumer group (KIP-848's
+    online migration): JoinGroup/SyncGroup/Heartbeat instead of ConsumerGroupHeartbeat."""
+
+    session_timeout_ms: int
+    protocols: list[tuple[str, bytes]]
+    join_timer: Timer = field(default_factory=Timer)  # to rejoin after REBALANCE_IN_PROGRESS
+    join_pending: bool = False
+    sync_timer: Timer = field(default_factory=Timer)  # to send SyncGroup after its join
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+    def cancel(self) -> None:
+        self.join_timer.cancel()
+        self.join_pending = False
+        self.sync_timer.cancel()
+
+
+@dataclass(eq=False)
 class ConsumerMember:
     member_id: str
     instance_id: str | None
@@ -71,6 +92,7 @@ class ConsumerMember:
     revoke_timer: Timer = field(default_factory=Timer)
     left_static: bool = False
     sent: Assignment | None = None  # what the last response told the member
+    classic: ClassicInfo | None = None  # set while the member uses the classic protocol
 
 
 @dataclass
@@ -83,7 +105,7 @@ class HeartbeatResult:
     message: str | None = None
 
 
-def _flat(a: Assignment) -> set[tuple[uuid.UUID, int]]:
+def flat(a: Assignment) -> set[tuple[uuid.UUID, int]]:
     return {(t, p) for t, parts in a.items() for p in parts}
 
 
@@ -108,6 +130,12 @@ class ConsumerGroup(Group):
         self.owners: dict[tuple[uuid.UUID, int], str] = {}
         self._fingerprint: tuple[tuple[str, str, int], ...] = ()
         self.assignor_name = runtime.config.consumer_assignors[0]
+        # called before a member is fenced or leaves: True when it converted the group
+        # to a classic one instead (migration.py's online downgrade)
+        self.on_fence: Callable[[ConsumerGroup, ConsumerMember], bool] | None = None
+        # called when a classic static member took the place of the last consumer-protocol
+        # member: the group may become classic at once (migration.py)
+        self.on_classic_only: Callable[[ConsumerGroup], None] | None = None
 
     # ---- views ------------------------------------------------------------------
 
@@ -134,7 +162,7 @@ class ConsumerGroup(Group):
     def owned_partitions(self, member: ConsumerMember, topics: TopicsView
                          ) -> set[TopicPartition]:
         out: set[TopicPartition] = set()
-        for t, p in _flat(member.assigned) | _flat(member.revoking):
+        for t, p in flat(member.assigned) | flat(member.revoking):
             name = topics.name_of(t)
             if name is not None:
                 out.add((name, p))
@@ -169,9 +197,14 @@ class ConsumerGroup(Group):
                 return HeartbeatResult(ErrorCode.fenced_instance_id, member_id, epoch)
             if epoch > member.epoch or (epoch < member.epoch and not (
                     epoch == member.previous_epoch
-                    and (owned is None or _flat(owned) <= _flat(member.assigned)))):
+                    and (owned is None or flat(owned) <= flat(member.assigned)))):
                 return HeartbeatResult(ErrorCode.fenced_member_epoch, member_id, epoch,
                                        message=f"epoch {epoch} is not {member.epoch}")
+        if member.classic is not None:
+            # a ConsumerGroupHeartbeat makes it a consumer-protocol member (Kafka clears
+            # its classic metadata the same way)
+            member.classic.cancel()
+            member.classic = None
         member.rack_id = rack_id if rack_id is not None else member.rack_id
         if rebalance_timeout_ms > 0:
             member.rebalance_timeout_ms = rebalance_timeout_ms
@@ -186,13 +219,13 @@ class ConsumerGroup(Group):
             member.subscribed_regex = subscribed_regex or None  # "" clears the pattern
             changed_subscription = True
         if changed_subscription and epoch != 0:
-            self._bump(f"member {member_id} changed its subscription")
-        self._session(member)
-        self._refresh(topics)
-        self._reconcile(member, owned)
+            self.bump(f"member {member_id} changed its subscription")
+        self.start_session(member)
+        self.refresh_target(topics)
+        self.reconcile(member, owned)
         full = subscribed_names is not None or owned is None
-        changed = member.sent is None or _flat(member.sent) != _flat(member.assigned)
-        if owned is not None and _flat(owned) != _flat(member.assigned):
+        changed = member.sent is None or flat(member.sent) != flat(member.assigned)
+        if owned is not None and flat(owned) != flat(member.assigned):
             changed = True
         assignment = None
         if full or changed:
@@ -209,21 +242,21 @@ class ConsumerGroup(Group):
                 return HeartbeatResult(ErrorCode.unreleased_instance_id, member_id, 0,
                                        message=f"instance {instance_id} is in use")
             if old is not None and old.left_static:
-                return self._replace_static(old, member_id, client_id, client_host)
+                return self.replace_static(old, member_id, client_id, client_host)
         if len(self.members) >= self.runtime.config.max_size and member_id not in self.members:
             return HeartbeatResult(ErrorCode.group_max_size_reached, member_id, 0)
         existing = self.members.get(member_id)
         if existing is not None:
             # a fenced member rejoining: start it over
-            self._remove(existing, f"member {member_id} rejoined with epoch 0")
+            self.remove(existing, f"member {member_id} rejoined with epoch 0")
         member = ConsumerMember(member_id, instance_id, client_id, client_host)
         self.members[member_id] = member
         if instance_id is not None:
             self.static[instance_id] = member_id
-        self._bump(f"member {member_id} joined")
+        self.bump(f"member {member_id} joined")
         return member
 
-    def _replace_static(self, old: ConsumerMember, member_id: str, client_id: str,
+    def replace_static(self, old: ConsumerMember, member_id: str, client_id: str,
                         client_host: str) -> ConsumerMember:
         old.session.cancel()
         old.revoke_timer.cancel()
@@ -253,14 +286,22 @@ class ConsumerGroup(Group):
             return HeartbeatResult(ErrorCode.unknown_member_id, member_id, epoch)
         if epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             member.left_static = True
-            self._session(member)  # its place is kept for a session timeout
+            self.start_session(member)  # its place is kept for a session timeout
             return HeartbeatResult(ErrorCode.none, member.member_id, STATIC_LEAVE_EPOCH)
-        self._remove(member, f"member {member.member_id} left")
+        self.fence(member, f"member {member.member_id} left")
         return HeartbeatResult(ErrorCode.none, member.member_id, LEAVE_EPOCH)
 
-    def _remove(self, member: ConsumerMember, reason: str) -> None:
+    def fence(self, member: ConsumerMember, reason: str) -> None:
+        """Remove a member that left or failed, unless that downgrades the group."""
+        if self.on_fence is not None and self.on_fence(self, member):
+            return
+        self.remove(member, reason)
+
+    def remove(self, member: ConsumerMember, reason: str) -> None:
         member.session.cancel()
         member.revoke_timer.cancel()
+        if member.classic is not None:
+            member.classic.cancel()
         self.members.pop(member.member_id, None)
         if member.instance_id is not None and self.static.get(member.instance_id) == \
                 member.member_id:
@@ -269,29 +310,34 @@ class ConsumerGroup(Group):
         for tp, owner in list(self.owners.items()):
             if owner == member.member_id:
                 del self.owners[tp]
-        self._bump(reason)
+        self.bump(reason)
 
     def remove_all(self) -> None:
         for m in self.members.values():
             m.session.cancel()
             m.revoke_timer.cancel()
+            if m.classic is not None:
+                m.classic.cancel()
         self.members.clear()
 
-    def _bump(self, reason: str) -> None:
+    def bump(self, reason: str) -> None:
         self.group_epoch += 1
         log.info("group %s epoch %d: %s", self.group_id, self.group_epoch, reason)
 
-    def _session(self, member: ConsumerMember) -> None:
+    def start_session(self, member: ConsumerMember) -> None:
         member_id = member.member_id
+        # a classic member keeps the session.timeout.ms of its JoinGroup
+        timeout = (member.classic.session_timeout_ms if member.classic is not None
+                   else self.runtime.config.consumer_session_timeout_ms)
 
         def expire() -> None:
             m = self.members.get(member_id)
             if m is not None:
                 log.info("member %s of group %s failed: no heartbeat within %d ms", member_id,
-                         self.group_id, self.runtime.config.consumer_session_timeout_ms)
-                self._remove(m, f"member {member_id} session expired")
+                         self.group_id, timeout)
+                self.fence(m, f"member {member_id} session expired")
 
-        member.session.set(self.runtime, self.runtime.config.consumer_session_timeout_ms, expire)
+        member.session.set(self.runtime, timeout, expire)
 
     # ---- assignment -------------------------------------------------------------
 
@@ -312,7 +358,7 @@ class ConsumerGroup(Group):
                 out.add(found[0])
         return out
 
-    def _refresh(self, topics: TopicsView) -> None:
+    def refresh_target(self, topics: TopicsView) -> None:
         """Recompute the target assignment when the group or its topics changed."""
         names = list(topics.all_names()) if any(
             m.subscribed_regex for m in self.members.values()) else []
@@ -327,7 +373,7 @@ class ConsumerGroup(Group):
                 fingerprint.append((name or "", str(topic_id), found[1]))
         if tuple(fingerprint) != self._fingerprint:
             self._fingerprint = tuple(fingerprint)
-            self._bump("subscribed topics changed")
+            self.bump("subscribed topics changed")
         if self.group_epoch <= self.assignment_epoch:
             return
         preferred = next((m.server_assignor for m in self.members.values()
@@ -337,11 +383,11 @@ class ConsumerGroup(Group):
         self.target = assign(subs, counts, self.target)
         self.assignment_epoch = self.group_epoch
 
-    def _reconcile(self, member: ConsumerMember, owned: Assignment | None) -> None:
-        target = _flat(self.target.get(member.member_id, {}))
+    def reconcile(self, member: ConsumerMember, owned: Assignment | None) -> None:
+        target = flat(self.target.get(member.member_id, {}))
         if member.state == MemberState.UNREVOKED_PARTITIONS:
-            still = _flat(member.revoking)
-            if owned is not None and not (_flat(owned) & still):
+            still = flat(member.revoking)
+            if owned is not None and not (flat(owned) & still):
                 for tp in still:
                     if self.owners.get(tp) == member.member_id:
                         del self.owners[tp]
@@ -350,7 +396,7 @@ class ConsumerGroup(Group):
                 member.state = MemberState.STABLE
             else:
                 # a newer target may give back what is being revoked
-                combined = _flat(member.assigned) | still
+                combined = flat(member.assigned) | still
                 member.assigned = _nest(combined & target)
                 member.revoking = _nest(combined - target)
                 if member.revoking:
@@ -359,7 +405,7 @@ class ConsumerGroup(Group):
                 member.state = MemberState.STABLE
         if member.epoch >= self.assignment_epoch and member.state == MemberState.STABLE:
             return
-        current = _flat(member.assigned)
+        current = flat(member.assigned)
         kept = current & target
         revoke = current - target
         if revoke:
@@ -373,9 +419,10 @@ class ConsumerGroup(Group):
                 if m is not None and m.state == MemberState.UNREVOKED_PARTITIONS:
                     log.info("fencing member %s of group %s: it did not revoke in time",
                              member_id, self.group_id)
-                    self._remove(m, f"member {member_id} did not revoke partitions")
+                    self.fence(m, f"member {member_id} did not revoke partitions")
 
-            member.revoke_timer.set(self.runtime, member.rebalance_timeout_ms, fence)
+            if member.classic is None:  # a classic member has its join and sync timers
+                member.revoke_timer.set(self.runtime, member.rebalance_timeout_ms, fence)
             return
         wanted = target - kept
         free = {tp for tp in wanted if self.owners.get(tp, member.member_id) == member.member_id}
@@ -398,5 +445,13 @@ class ConsumerGroup(Group):
         if member is None:
             return ErrorCode.unknown_member_id
         if epoch != member.epoch:
-            return ErrorCode.stale_member_epoch
+            # Kafka's validateMemberEpoch: a classic member's generation is its epoch
+            return (ErrorCode.illegal_generation if member.classic is not None
+                    else ErrorCode.stale_member_epoch)
         return member
+
+    def waiting_on_unreleased(self, member: ConsumerMember) -> bool:
+        """Whether a partition of the member's target is still owned by another member."""
+        mine = flat(member.assigned)
+        return any(self.owners.get(tp, member.member_id) != member.member_id
+                   for tp in flat(self.target.get(member.member_id, {})) - mine)

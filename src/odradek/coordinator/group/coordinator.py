@@ -21,9 +21,14 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from odradek.coordinator.group import txn_offsets
+from odradek.coordinator.group import consumer_classic, migration, txn_offsets
 from odradek.coordinator.group.classic import ClassicGroup, JoinResult, State, SyncResult
-from odradek.coordinator.group.consumer import ConsumerGroup, HeartbeatResult, TopicsView
+from odradek.coordinator.group.consumer import (
+    ConsumerGroup,
+    ConsumerMember,
+    HeartbeatResult,
+    TopicsView,
+)
 from odradek.coordinator.group.errors import GroupIdNotFound, InvalidGroupId
 from odradek.coordinator.group.model import (
     Group,
@@ -75,6 +80,11 @@ def java_hash_code(text: str) -> int:
 def partition_for(group_id: str, partitions: int) -> int:
     # Kafka's Utils.abs is `n & 0x7fffffff`, not Math.abs (which keeps MIN_VALUE negative)
     return (java_hash_code(group_id) & 0x7FFFFFFF) % partitions
+
+
+def _is_classic(group: ConsumerGroup, member_id: str) -> bool:
+    member = group.members.get(member_id)
+    return member is not None and member.classic is not None
 
 
 class GroupCoordinator:
@@ -134,6 +144,7 @@ class GroupCoordinator:
         return self._check(group_id).groups.get(group_id)
 
     def classic_group(self, group_id: str, create: bool) -> ClassicGroup | None:
+        """The classic group (an empty consumer group becomes one when `create`)."""
         shard = self._check(group_id)
         groups = shard.groups
         group = groups.get(group_id)
@@ -149,22 +160,62 @@ class GroupCoordinator:
         assert group is None or isinstance(group, ClassicGroup)
         return group
 
-    def consumer_group(self, group_id: str) -> ConsumerGroup:
+    def consumer_group(self, group_id: str, create: bool = True) -> ConsumerGroup:
+        """The consumer group; with `create` (a member joining with epoch 0) a missing or
+        empty classic group is replaced and a non-empty one upgraded (migration.py)."""
         shard = self._check(group_id)
         group = shard.groups.get(group_id)
-        if isinstance(group, ClassicGroup):
-            if not group.is_empty() or group.state not in (State.EMPTY, State.DEAD):
+        if isinstance(group, ConsumerGroup):
+            return group
+        if isinstance(group, ClassicGroup) and not group.is_empty() and \
+                group.state != State.DEAD:
+            if not create:
                 raise GroupIdNotFound(f"Group {group_id} is not a consumer group.")
-            group.remove_all()
-            group = None
-        if group is None:
-            old = shard.groups.get(group_id)
-            group = ConsumerGroup(group_id, shard.partition, shard)
-            if old is not None:
-                self._convert(shard, old, group)
-            shard.groups[group_id] = group
-        assert isinstance(group, ConsumerGroup)
-        return group
+            migration.validate_upgrade(group, self.config)
+            new = migration.upgrade(group, shard, self.log.topics)
+            self._convert(shard, group, new)
+        else:
+            # Membership is not in the log here: after a coordinator move the members
+            # come back with their old epochs to a group loaded empty, and must hear
+            # UNKNOWN_MEMBER_ID (rejoin), not GROUP_ID_NOT_FOUND (fatal in librdkafka).
+            if isinstance(group, ClassicGroup):
+                group.remove_all()
+            new = ConsumerGroup(group_id, shard.partition, shard)
+            if group is not None:
+                self._convert(shard, group, new)
+            shard.groups[group_id] = new
+        self._watch(shard, new)
+        return new
+
+    def _watch(self, shard: GroupShard, group: ConsumerGroup) -> None:
+        """Downgrade the group when its last consumer-protocol member goes."""
+        topics = self.log.topics
+
+        def on_fence(g: ConsumerGroup, member: ConsumerMember) -> bool:
+            if shard.groups.get(g.group_id) is not g or \
+                    not migration.can_downgrade(g, member, self.config):
+                return False
+            classic = migration.downgrade(g, member, shard, topics)
+            shard.groups[g.group_id] = classic
+            classic.start_timers()
+            shard.spawn(classic.store_quietly())
+            classic.rebalance(f"Downgrade group {g.group_id} from consumer to classic for "
+                              "member leaving.")
+            return True
+
+        def on_classic_only(g: ConsumerGroup) -> None:
+            # a static classic member replaced the last consumer-protocol member: the
+            # group turns classic with the assignment as it is, without a rebalance
+            if shard.groups.get(g.group_id) is not g or \
+                    not migration.can_downgrade(g, None, self.config):
+                return
+            classic = migration.downgrade(g, None, shard, topics)
+            shard.groups[g.group_id] = classic
+            classic.start_timers()
+            shard.spawn(classic.store_quietly())
+
+        group.on_fence = on_fence
+        group.on_classic_only = on_classic_only
 
     @staticmethod
     def _convert(shard: GroupShard, old: Group, new: Group) -> Group:
@@ -183,6 +234,12 @@ class GroupCoordinator:
         if not (self.config.min_session_timeout_ms <= session_timeout_ms
                 <= self.config.max_session_timeout_ms):
             return JoinResult(ErrorCode.invalid_session_timeout, member_id)
+        current = self._check(group_id).groups.get(group_id)
+        if isinstance(current, ConsumerGroup) and not current.is_empty():
+            return consumer_classic.join(
+                current, member_id, instance_id, client_id, client_host, session_timeout_ms,
+                rebalance_timeout_ms, protocol_type, protocols, require_known_member_id,
+                self.log.topics)
         group = self.classic_group(group_id, create=not member_id)
         if group is None:
             return JoinResult(ErrorCode.unknown_member_id, member_id)
@@ -193,6 +250,12 @@ class GroupCoordinator:
     def sync_group(self, group_id: str, member_id: str, instance_id: str | None,
                    generation: int, protocol_type: str | None, protocol_name: str | None,
                    assignments: dict[str, bytes]) -> SyncResult | asyncio.Future[SyncResult]:
+        current = self._check(group_id).groups.get(group_id)
+        if isinstance(current, ConsumerGroup):
+            if current.is_empty():
+                return SyncResult(ErrorCode.unknown_member_id)
+            return consumer_classic.sync(current, member_id, instance_id, generation,
+                                         protocol_type, protocol_name, self.log.topics)
         group = self.classic_group(group_id, create=False)
         if group is None:
             return SyncResult(ErrorCode.unknown_member_id)
@@ -201,6 +264,9 @@ class GroupCoordinator:
 
     def heartbeat(self, group_id: str, member_id: str, instance_id: str | None,
                   generation: int) -> ErrorCode:
+        current = self._check(group_id).groups.get(group_id)
+        if isinstance(current, ConsumerGroup):
+            return consumer_classic.heartbeat(current, member_id, instance_id, generation)
         group = self.classic_group(group_id, create=False)
         if group is None:
             return ErrorCode.unknown_member_id
@@ -208,6 +274,9 @@ class GroupCoordinator:
 
     def leave_group(self, group_id: str, members: Sequence[tuple[str, str | None]]
                     ) -> list[ErrorCode]:
+        current = self._check(group_id).groups.get(group_id)
+        if isinstance(current, ConsumerGroup):
+            return consumer_classic.leave(current, members)
         group = self.classic_group(group_id, create=False)
         if group is None:
             return [ErrorCode.unknown_member_id for _ in members]
@@ -221,7 +290,7 @@ class GroupCoordinator:
             # group.coordinator.rebalance.protocols leaves KIP-848 out, as Kafka 3.x did
             raise KafkaError("the consumer group protocol is disabled",
                              ErrorCode.unsupported_version)
-        group = self.consumer_group(group_id)
+        group = self.consumer_group(group_id, create=epoch == 0)
         return group.heartbeat(member_id, epoch, topics=self.log.topics, **kw)
 
     # ---- offsets --------------------------------------------------------------------
@@ -276,6 +345,7 @@ class GroupCoordinator:
             elif verdict is not None and tp not in verdict:
                 # a member commits for a partition this generation gave someone else
                 errors[tp] = (ErrorCode.stale_member_epoch if isinstance(group, ConsumerGroup)
+                              and not _is_classic(group, member_id)
                               else ErrorCode.illegal_generation)
             else:
                 value = OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now,

@@ -29,6 +29,15 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     protocols: tuple[str, ...] = ("classic", "consumer")
+    migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
 
     @classmethod
     def from_broker(cls, values: Mapping[str, Any]) -> GroupConfig:
@@ -46,6 +55,7 @@ class GroupConfig:
             consumer_session_timeout_ms=int(values["group.consumer.session.timeout.ms"]),
             consumer_assignors=tuple(values["group.consumer.assignors"]),
             protocols=tuple(values["group.coordinator.rebalance.protocols"]),
+            migration_policy=str(values["group.consumer.migration.policy"]).lower(),
         )
 
 

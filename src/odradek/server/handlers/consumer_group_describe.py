@@ -37,7 +37,7 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
     except KafkaError as e:
         return failed(e.code, str(e))
     if group is None or (isinstance(group, ClassicGroup) and group.state == State.DEAD):
-        return failed(ErrorCode.group_id_not_found, f"Group {group_id} not found.", "Dead")
+        return failed(ErrorCode.group_id_not_found, f"Group {group_id} not found.")
     if not isinstance(group, ConsumerGroup):
         return failed(ErrorCode.group_id_not_found, f"Group {group_id} is not a consumer group.")
     members = tuple(
@@ -47,7 +47,7 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
               subscribed_topic_regex=m.subscribed_regex,
               assignment=_assignment(ctx, m.assigned),
               target_assignment=_assignment(ctx, group.target.get(m.member_id, {})),
-              member_type=-1)
+              member_type=0 if m.classic is not None else 1)
         for m in group.members.values()
     )
     return build(schema.DescribedGroup, error_code=ErrorCode.none, error_message=None,
