@@ -194,6 +194,7 @@ _TABLE: tuple[ApiAuthorization, ...] = (
     ApiAuthorization(49, "AlterClientQuotas", (_c(Op.ALTER_CONFIGS, R.CLUSTER, REQ),)),
     ApiAuthorization(50, "DescribeUserScramCredentials", (_c(Op.DESCRIBE, R.CLUSTER, REQ),)),
     ApiAuthorization(51, "AlterUserScramCredentials", (_c(Op.ALTER, R.CLUSTER, REQ),)),
+    ApiAuthorization(57, "UpdateFeatures", (_c(Op.ALTER, R.CLUSTER, REQ),)),
     ApiAuthorization(60, "DescribeCluster", (
         _c(Op.DESCRIBE, R.CLUSTER, FLAG, "include_cluster_authorized_operations"),
     ), "no check to describe the cluster itself"),

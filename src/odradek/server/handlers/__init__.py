@@ -53,6 +53,7 @@ from odradek.server.handlers import (
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 from odradek.server.handlers.base import ApiHandler
@@ -110,6 +111,7 @@ _MODULES = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    update_features,
 )
 
 HANDLERS: dict[int, ApiHandler] = {m.HANDLER.api_key: m.HANDLER for m in _MODULES}
