@@ -110,6 +110,8 @@ BROKER_CONFIGS = ConfigTable(
         ConfigDef("delete.topic.enable", _T.BOOLEAN, True, "Allow deleting topics."),
         ConfigDef("message.max.bytes", _T.INT, 1048588, "Largest record batch accepted.",
                   minimum=0),
+        ConfigDef("max.request.partition.size.limit", _T.INT, 2000,
+                  "Most partitions a DescribeTopicPartitions response holds.", minimum=1),
         ConfigDef("compression.type", _T.STRING, "producer", "Final compression of batches.",
                   choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
         ConfigDef("min.insync.replicas", _T.INT, 1,
