@@ -501,6 +501,11 @@ class ZkMetadataStore:
         raise KafkaError("SCRAM credentials are not supported with zookeeper.connect yet",
                          ErrorCode.unsupported_version)
 
+    async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        # /config/client-metrics is not kept on ZooKeeper yet: refused, never ignored
+        raise KafkaError("client-metrics resources are not supported with zookeeper.connect "
+                         "yet", ErrorCode.invalid_request)
+
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         # /kafka-acl is not wired yet: the broker refuses an authorizer on ZooKeeper
         raise KafkaError("ACLs are not supported with zookeeper.connect yet",

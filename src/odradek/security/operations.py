@@ -207,6 +207,8 @@ _TABLE: tuple[ApiAuthorization, ...] = (
         _c(Op.DESCRIBE, R.TRANSACTIONAL_ID, FILTER),)),
     ApiAuthorization(68, "ConsumerGroupHeartbeat", (_c(Op.READ, R.GROUP, REQ),)),
     ApiAuthorization(69, "ConsumerGroupDescribe", (_c(Op.DESCRIBE, R.GROUP, ITEM),)),
+    ApiAuthorization(71, "GetTelemetrySubscriptions", (), "no check, as in Kafka"),
+    ApiAuthorization(72, "PushTelemetry", (), "no check, as in Kafka"),
     ApiAuthorization(75, "DescribeTopicPartitions", (
         _c(Op.DESCRIBE, R.TOPIC, ITEM, "named topics; all-topics requests filter instead"),)),
 )

@@ -58,7 +58,7 @@ _GROUP_REQUEST: dict[int, Op] = {
     28: Op.READ, 47: Op.DELETE, 68: Op.READ,
 }
 _TXN_REQUEST = (25, 26, 28)  # WRITE on the request's transactional_id
-_NO_CHECK = frozenset({17, 18, 36, 60})
+_NO_CHECK = frozenset({17, 18, 36, 60, 71, 72})
 _HANDLED_HERE = frozenset({0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22,
                            23, 25, 26, 28, 32, 33, 37, 42, 44, 47, 61, 65, 66, 68, 69, 75})
 

@@ -112,6 +112,8 @@ BROKER_CONFIGS = ConfigTable(
                   minimum=0),
         ConfigDef("max.request.partition.size.limit", _T.INT, 2000,
                   "Most partitions a DescribeTopicPartitions response holds.", minimum=1),
+        ConfigDef("telemetry.max.bytes", _T.INT, 1048576,
+                  "Largest client metrics payload a PushTelemetry may carry.", minimum=1),
         ConfigDef("compression.type", _T.STRING, "producer", "Final compression of batches.",
                   choices=("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
         ConfigDef("min.insync.replicas", _T.INT, 1,

@@ -35,6 +35,7 @@ from odradek.server.handlers import (
     end_txn,
     fetch,
     find_coordinator,
+    get_telemetry_subscriptions,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
@@ -50,6 +51,7 @@ from odradek.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    push_telemetry,
     sasl_authenticate,
     sasl_handshake,
     sync_group,
@@ -114,6 +116,9 @@ _MODULES = (
     alter_partition_reassignments,
     list_partition_reassignments,
     update_features,
+    # client telemetry (KIP-714)
+    get_telemetry_subscriptions,
+    push_telemetry,
 )
 
 HANDLERS: dict[int, ApiHandler] = {m.HANDLER.api_key: m.HANDLER for m in _MODULES}
