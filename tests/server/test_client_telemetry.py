@@ -88,6 +88,12 @@ def test_a_producers_own_metrics_reach_the_prometheus_endpoint(
         assert latency and 'node_id="1"' in latency[0] and float(latency[0].split()[-1]) > 0
     finally:
         producer.flush(10)
+    fresh_broker.restart()  # subscriptions are metadata: they outlive the broker process
+    admin = KafkaAdminClient(bootstrap_servers=fresh_broker.bootstrap)
+    try:
+        assert _described(admin, "all-producers")["interval.ms"] == "500"
+    finally:
+        admin.close()
 
 
 def test_pushes_are_refused_with_kafkas_codes(broker: BrokerProcess) -> None:
