@@ -119,3 +119,20 @@ def test_pushes_are_refused_with_kafkas_codes(broker: BrokerProcess) -> None:
         assert push() == ErrorCode.throttling_quota_exceeded  # before half its interval
         assert push(terminating=True) == ErrorCode.none
         assert push() == ErrorCode.unknown_subscription_id  # gone once it said goodbye
+
+
+def test_subscriptions_are_listed_as_config_resources(admin: KafkaAdminClient,
+                                                      broker: BrokerProcess,
+                                                      topic_name: str) -> None:
+    name = f"listed-{uuid.uuid4().hex[:6]}"
+    assert _subscribe(admin, name, metrics="*") == "OK"
+    create_topic(broker.bootstrap, topic_name)
+    listed = admin.list_config_resources([ConfigResourceType.CLIENT_METRICS])
+    assert name in listed["client_metrics"] and "topic" not in listed
+    every = admin.list_config_resources()
+    assert topic_name in every["topic"] and every["broker"] == ["1"]
+    with WireClient(broker.bootstrap) as w:
+        v0 = w.call(74, 0)  # Kafka 3.7's ListClientMetricsResources
+        assert name in [r.resource_name for r in v0.config_resources]
+        bad = w.call(74, 1, resource_types=(99,))
+        assert bad.error_code == ErrorCode.invalid_request

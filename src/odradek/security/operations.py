@@ -209,6 +209,7 @@ _TABLE: tuple[ApiAuthorization, ...] = (
     ApiAuthorization(69, "ConsumerGroupDescribe", (_c(Op.DESCRIBE, R.GROUP, ITEM),)),
     ApiAuthorization(71, "GetTelemetrySubscriptions", (), "no check, as in Kafka"),
     ApiAuthorization(72, "PushTelemetry", (), "no check, as in Kafka"),
+    ApiAuthorization(74, "ListConfigResources", (_c(Op.DESCRIBE_CONFIGS, R.CLUSTER, REQ),)),
     ApiAuthorization(75, "DescribeTopicPartitions", (
         _c(Op.DESCRIBE, R.TOPIC, ITEM, "named topics; all-topics requests filter instead"),)),
 )

@@ -41,6 +41,7 @@ from odradek.server.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -119,6 +120,7 @@ _MODULES = (
     # client telemetry (KIP-714)
     get_telemetry_subscriptions,
     push_telemetry,
+    list_config_resources,
 )
 
 HANDLERS: dict[int, ApiHandler] = {m.HANDLER.api_key: m.HANDLER for m in _MODULES}
