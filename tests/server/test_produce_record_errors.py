@@ -131,3 +131,6 @@ def test_a_batch_over_the_topic_limit_is_message_too_large_without_record_errors
         p = _wire_produce(w, 9, topic_name, records)
     assert p.error_code == ErrorCode.message_too_large
     assert p.record_errors == ()
+    assert p.error_message.startswith(
+        f"The record batch size in the append to {topic_name}-0 is ")
+    assert p.error_message.endswith(" bytes which exceeds the maximum configured value of 1000.")

@@ -84,15 +84,17 @@ class AssignedBatches:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
 
 
-def _whole_batches(buf: Buffer, max_batch_size: int | None) -> Batches:
+def _whole_batches(buf: Buffer, max_batch_size: int | None,
+                   partition: str = "the partition") -> Batches:
     batches: Batches = []
     pos, end = 0, len(buf)
     while pos < end:
         header = read_header(buf, pos)  # CorruptMessage on a torn header or bad magic
         size = header.size
         if max_batch_size is not None and size > max_batch_size:
-            raise MessageTooLarge(
-                f"batch of {size} bytes is above max.message.bytes={max_batch_size}"
+            raise MessageTooLarge(  # Kafka's words (UnifiedLog), a batch-level error
+                f"The record batch size in the append to {partition} is {size} bytes which "
+                f"exceeds the maximum configured value of {max_batch_size}."
             )
         if pos + size > end:
             raise CorruptMessage(f"batch at {pos} claims {size} bytes, {end - pos} remain")
@@ -109,7 +111,7 @@ def validate_for_leader(
     `partition` names the topic partition in error messages."""
     if len(buf) == 0:
         raise InvalidRecord("produce request carries no record batch")
-    batches = _whole_batches(buf, config.max_message_bytes)
+    batches = _whole_batches(buf, config.max_message_bytes, partition)
     create_time = not config.log_append_time
     after = config.message_timestamp_after_max_ms
     # Records are read only when the topic's config or a batch's header asks for it
