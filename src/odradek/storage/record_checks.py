@@ -24,6 +24,7 @@ from odradek.protocol.record_reader import (
     Record,
     decode_records,
     record_keys,
+    record_stamps,
     records_section,
 )
 from odradek.storage.log_config import LogConfig
@@ -77,9 +78,28 @@ def _no_key(partition: str) -> str:
     return f"Compacted topic cannot accept message without key in topic partition {partition}"
 
 
+def _any_bad(view: memoryview, h: BatchHeader, config: LogConfig, now_ms: int) -> bool:
+    """The common case, a batch with nothing wrong, read without decoding keys and
+    values; only a bad batch is decoded whole to word its errors."""
+    if h.attributes & ATTR_TIMESTAMP_TYPE:
+        return True  # rare: worded by the full decode
+    before = config.message_timestamp_before_max_ms
+    after = config.message_timestamp_after_max_ms
+    for _, ts, has_key in record_stamps(view, h.base_offset, h.base_timestamp, h.attributes,
+                                        h.records_count):
+        if config.compact and not has_key:
+            return True
+        if not config.log_append_time and ts != NO_TIMESTAMP and (
+                now_ms - ts > before or ts - now_ms > after):
+            return True
+    return False
+
+
 def _record_errors(
     view: memoryview, h: BatchHeader, config: LogConfig, now_ms: int, partition: str
 ) -> list[_Error]:
+    if not _any_bad(view, h, config, now_ms):
+        return []
     body = records_section(view, h.attributes, h.records_count)
     records = decode_records(body, h.records_count, h.base_offset, h.base_timestamp,
                              h.attributes, h.max_timestamp)
