@@ -64,8 +64,9 @@ def test_a_producers_own_metrics_reach_the_prometheus_endpoint(
     create_topic(fresh_broker.bootstrap, topic_name)
     admin = KafkaAdminClient(bootstrap_servers=fresh_broker.bootstrap)
     try:
-        _subscribe(admin, "all-producers", **{"metrics": "*", "interval.ms": "500",
-                                               "match": "client_id=telemetry-.*"})
+        _subscribe(admin, "all-producers", **{
+            "metrics": "*", "interval.ms": "500",
+            "match": "client_id=telemetry-.*,client_software_name=confluent-kafka-python"})
     finally:
         admin.close()
     producer = Producer({"bootstrap.servers": fresh_broker.bootstrap,
@@ -136,3 +137,23 @@ def test_subscriptions_are_listed_as_config_resources(admin: KafkaAdminClient,
         assert name in [r.resource_name for r in v0.config_resources]
         bad = w.call(74, 1, resource_types=(99,))
         assert bad.error_code == ErrorCode.invalid_request
+
+
+def test_match_selects_on_the_software_a_connection_named(admin: KafkaAdminClient,
+                                                          broker: BrokerProcess) -> None:
+    # other tests' subscriptions share this broker: this one is told apart by its
+    # interval, the shortest of those matching a client
+    assert _subscribe(admin, f"sw-{uuid.uuid4().hex[:6]}", metrics="org.sw.",
+                      **{"interval.ms": "123",
+                         "match": "client_software_name=wire-sw,"
+                                  "client_software_version=2\\..*"}) == "OK"
+
+    def interval_ms(name: str, version: str) -> float:
+        with WireClient(broker.bootstrap) as w:
+            w.call(18, 3, client_software_name=name, client_software_version=version)
+            push = w.call(71, 0, client_instance_id=None).push_interval
+            return float(push.total_seconds() * 1000)
+
+    assert interval_ms("wire-sw", "2.1") == 123
+    assert interval_ms("wire-sw", "3.0") != 123
+    assert interval_ms("other", "2.1") != 123

@@ -5,10 +5,9 @@ resource type 16) with three configs, as Kafka's ClientMetricsConfigs:
 - `metrics`: metric name prefixes to collect (`*` for all; empty for none);
 - `interval.ms`: how often a matching client pushes (100 ms to 1 hour, 5 min default);
 - `match`: `key=regex` selectors on the client (client_id, client_instance_id,
-  client_source_address, client_source_port), all of which must match; none matches
-  every client. Kafka also matches client_software_name/version, which only an
-  ApiVersions request carries and odradek does not keep per connection yet: a selector
-  on them is refused rather than never matching.
+  client_software_name, client_software_version — as the connection's ApiVersions
+  request named them —, client_source_address, client_source_port), all of which must
+  match; none matches every client.
 A client's subscription (GetTelemetrySubscriptions) is the union of the metrics of the
 subscriptions matching it, pushed at the shortest of their intervals.
 """
@@ -32,7 +31,8 @@ RESOURCE_TYPE = 16
 CLIENT_METRICS_CONFIG = ConfigSource.CLIENT_METRICS_CONFIG
 DEFAULT_INTERVAL_MS = 300_000
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 3_600_000
-MATCH_KEYS = ("client_instance_id", "client_id", "client_source_address", "client_source_port")
+MATCH_KEYS = ("client_instance_id", "client_id", "client_software_name",
+              "client_software_version", "client_source_address", "client_source_port")
 _LIST, _INT = 7, 3  # Kafka's ConfigType codes
 _CONFIGS = {  # name: (default, type code, doc)
     "metrics": ("", _LIST, "Telemetry metric name prefixes; '*' for all."),

@@ -16,6 +16,7 @@ import re
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
@@ -30,6 +31,8 @@ from odradek.server.client_metrics import ClientSubscription, for_client
 # Kafka's order of preference: ZSTD, LZ4, GZIP, SNAPPY
 ACCEPTED_COMPRESSION = (4, 3, 1, 2)
 ZERO = uuid.UUID(int=0)
+# connections whose client software (from ApiVersions v3+) is remembered, newest kept
+SOFTWARE_MEMORY = 65536
 _UNSAFE = re.compile(r"[^a-zA-Z0-9_]")
 
 
@@ -54,6 +57,18 @@ class ClientTelemetry(Collector):
         self._lock = threading.Lock()
         self._clock = clock
         self._expired_at = 0.0
+        self._software: OrderedDict[tuple[str, int], tuple[str, str]] = OrderedDict()
+
+    def note_software(self, host: str, port: int, name: str, version: str) -> None:
+        """A connection's client software, as its ApiVersions request named it: the
+        client_software_name/version a subscription's `match` may select on."""
+        self._software[(host, port)] = (name, version)
+        self._software.move_to_end((host, port))
+        while len(self._software) > SOFTWARE_MEMORY:
+            self._software.popitem(last=False)
+
+    def software(self, host: str, port: int) -> tuple[str, str]:
+        return self._software.get((host, port), ("", ""))
 
     def subscribe(self, instance_id: uuid.UUID | None, attributes: dict[str, str],
                   subscriptions: Mapping[str, Mapping[str, str]]

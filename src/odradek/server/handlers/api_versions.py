@@ -33,6 +33,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     extra: dict[str, Any] = {}
     if ctx.version >= 3:
+        ctx.metrics.telemetry.note_software(ctx.client_host, ctx.client_port,
+                                            request.client_software_name or "",
+                                            request.client_software_version or "")
         extra = {
             "supported_features": tuple(
                 build(schema.SupportedFeatureKey, name=f.name, min_version=f.min_version,

@@ -15,10 +15,13 @@ API_KEY = 71
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
+    telemetry = ctx.metrics.telemetry
+    name, version = telemetry.software(ctx.client_host, ctx.client_port)
     attributes = {"client_id": ctx.header.client_id or "",
+                  "client_software_name": name, "client_software_version": version,
                   "client_source_address": ctx.client_host,
                   "client_source_port": str(ctx.client_port)}
-    instance_id, sub = ctx.metrics.telemetry.subscribe(
+    instance_id, sub = telemetry.subscribe(
         request.client_instance_id, attributes, ctx.metadata.image.client_metrics)
     return build(
         ctx.schema.GetTelemetrySubscriptionsResponse,
