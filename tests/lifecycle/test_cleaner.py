@@ -9,7 +9,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from odradek.protocol.errors import InvalidRecord
+from odradek.protocol.errors import ErrorCode, RecordValidation
 from odradek.protocol.records import encode_control_batch
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log import Log
@@ -204,8 +204,10 @@ def _batches(lg: Log) -> list:  # type: ignore[type-arg]
 def test_a_compacted_topic_refuses_records_without_a_key(tmp_path: Path) -> None:
     clock = Clock()
     lg = open_log(tmp_path, compact_config(), clock)
-    with pytest.raises(InvalidRecord, match="without key in topic partition t-0"):
+    with pytest.raises(RecordValidation, match="without key in topic partition t-0") as e:
         lg.append_as_leader(keyed_batch([(b"k", b"v"), (None, b"v")]), 0)
+    assert e.value.code == ErrorCode.invalid_record
+    assert [i for i, _ in e.value.record_errors] == [1]
     assert lg.log_end_offset == 0
     lg.close()
 

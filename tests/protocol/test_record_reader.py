@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from odradek.protocol.batch import HEADER, Compression, read_header
 from odradek.protocol.errors import CorruptMessage, UnsupportedCompressionType
-from odradek.protocol.record_reader import record_keys
+from odradek.protocol.record_reader import record_keys, record_stamps
 from odradek.protocol.records import NewRecord, decode_batch, encode_batch
 from tests.lifecycle.helpers import Clock, clean_once, compact_config, keyed_batch, open_log
 
@@ -59,6 +59,10 @@ def test_full_and_key_only_parse_round_trip_and_agree(
     ]
     assert [r.offset for r in decoded] == list(range(base_offset, base_offset + len(records)))
     assert _keys_of(batch) == [(r.offset, r.key, r.value is not None) for r in decoded]
+    h = read_header(batch)
+    assert record_stamps(memoryview(batch), h.base_offset, h.base_timestamp, h.attributes,
+                         h.records_count) == [
+        (r.offset, r.timestamp, r.key is not None) for r in decoded]
 
 
 @settings(max_examples=400, deadline=None)

@@ -191,3 +191,29 @@ def test_odradek_acls_adds_lists_and_removes_as_kafka_acls_does(
     both = run("--add", "--list", "--topic", "erins")
     assert both.returncode != 0
     assert "exactly one action" in both.stderr and len(both.stderr.strip().splitlines()) == 1
+
+
+def test_describe_topic_partitions_needs_describe_and_telemetry_needs_nothing(
+        acl_broker: Broker) -> None:
+    from kafka.admin import KafkaAdminClient
+
+    from odradek.protocol.errors import ErrorCode
+    from tests.wire import WireClient
+
+    admin = acl_broker.admin()
+    for name in ("dtp-open", "dtp-closed"):
+        admin.create_topics([NewTopic(name, 2, 1)])[name].result(15)
+    _allow(acl_broker, ResourceType.TOPIC, "dtp-open", "ANONYMOUS", AclOperation.DESCRIBE)
+    plaintext = f"127.0.0.1:{acl_broker.process.port}"  # User:ANONYMOUS
+    anonymous = KafkaAdminClient(bootstrap_servers=plaintext)
+    try:
+        named = anonymous.describe_topic_partitions(["dtp-closed", "dtp-open"])["topics"]
+        assert [(t["name"], t["error_code"], len(t["partitions"])) for t in named] == [
+            ("dtp-open", 0, 2),
+            ("dtp-closed", ErrorCode.topic_authorization_failed.value, 0)]  # last, as Kafka
+        every = anonymous.describe_topic_partitions([])["topics"]
+        assert [t["name"] for t in every] == ["dtp-open"]  # the rest are not even named
+    finally:
+        anonymous.close()
+    with WireClient(plaintext) as w:
+        assert w.call(71, 0, client_instance_id=None).error_code == ErrorCode.none

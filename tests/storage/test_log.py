@@ -31,12 +31,12 @@ from odradek.protocol.errors import (
     CorruptMessage,
     InvalidProducerEpoch,
     InvalidRecord,
-    InvalidTimestamp,
     KafkaError,
     MessageTooLarge,
     OffsetOutOfRange,
     OutOfOrderSequence,
     RecordListTooLarge,
+    RecordValidation,
 )
 from odradek.storage.index import parse_offset_index, parse_time_index
 from odradek.storage.log import Log
@@ -348,8 +348,8 @@ def _count_mismatch() -> bytearray:
         (lambda: make_batch() + make_batch()[:40], CorruptMessage),
         (lambda: set_attribute_bits(make_batch(), ATTR_CONTROL), InvalidRecord),
         (_count_mismatch, InvalidRecord),
-        (lambda: make_batch(timestamps=[BASE_TS + 3_600_001]), InvalidTimestamp),
-        (lambda: make_batch(timestamps=[BASE_TS - 10_001]), InvalidTimestamp),
+        (lambda: make_batch(timestamps=[BASE_TS + 3_600_001]), RecordValidation),
+        (lambda: make_batch(timestamps=[BASE_TS - 10_001]), RecordValidation),
         (lambda: make_batch(producer_id=5, producer_epoch=0, base_sequence=-1), InvalidRecord),
     ],
 )

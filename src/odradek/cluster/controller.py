@@ -93,6 +93,10 @@ class MetadataController(Protocol):
         """Replace the stored ACLs (CreateAcls and DeleteAcls compute the new set)."""
         ...
 
+    async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        """Replace one client-metrics subscription's configs (empty: remove it)."""
+        ...
+
     async def settle(self, created: Sequence[str] = (), deleted: Sequence[str] = (),
                      timeout_s: float = 30.0) -> bool:
         """Wait until created topics have leaders and deleted ones are gone."""
@@ -148,6 +152,8 @@ class Controller:
             acls=tuple(tuple(str(x) for x in a) for a in (data or {}).get("acls", [])),
             client_quotas={str(e): {str(k): str(v) for k, v in c.items()} for e, c in
                            (data or {}).get("client_quotas", {}).items()},
+            client_metrics={str(n): dict(c) for n, c in
+                            (data or {}).get("client_metrics", {}).items()},
         )
         self._pid_next = self.image.next_producer_id
         self._pid_end = self.image.next_producer_id
@@ -346,6 +352,16 @@ class Controller:
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         async with self._changing:
             await self._commit(replace(self.image, acls=tuple(acls)), "acls", "")
+
+    async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        async with self._changing:
+            subscriptions = dict(self.image.client_metrics)
+            if configs:
+                subscriptions[name] = dict(configs)
+            else:
+                subscriptions.pop(name, None)
+            await self._commit(replace(self.image, client_metrics=subscriptions),
+                               "client-metrics", name)
 
     # ---- producer ids -----------------------------------------------------------
 

@@ -111,6 +111,8 @@ class MetadataImage:
     next_producer_id: int = 0
     # Kafka's /config/users/<user>: SCRAM credentials in their stored form, per mechanism
     user_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Kafka's client-metrics config resources (KIP-714): subscription name -> configs
+    client_metrics: dict[str, dict[str, str]] = field(default_factory=dict)
     # ACLs (resource type, name, pattern type, principal, host, operation, permission),
     # by Kafka's names: the embedded store's /kafka-acl
     acls: tuple[tuple[str, ...], ...] = ()
@@ -131,6 +133,7 @@ class MetadataImage:
             "next_producer_id": self.next_producer_id,
             "broker_configs": self.broker_configs,
             "user_configs": self.user_configs,
+            "client_metrics": self.client_metrics,
             "acls": [list(a) for a in self.acls],
             "client_quotas": self.client_quotas,
             "topics": [

@@ -548,6 +548,11 @@ class ZkMetadataStore:
         parents = {p.rsplit("/", 1)[0] for p in by_path}
         await self._read_back([*by_path, *sorted(parents)])
 
+    async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
+        # /config/client-metrics is not kept on ZooKeeper yet: refused, never ignored
+        raise KafkaError("client-metrics resources are not supported with zookeeper.connect "
+                         "yet", ErrorCode.invalid_request)
+
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         # /kafka-acl is not wired yet: the broker refuses an authorizer on ZooKeeper
         raise KafkaError("ACLs are not supported with zookeeper.connect yet",

@@ -16,7 +16,7 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField
+from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, is_optional
 from kio.serial._introspect import classify_field as _classify
 
 from odradek.protocol.errors import InvalidRequest
@@ -128,7 +128,8 @@ def _walker(cls: type) -> Walk:
         if isinstance(kind, EntityTupleField):
             steps.append(_array(_entity(kind.type_), compact, what))
         elif isinstance(kind, EntityField):
-            steps.append(_entity(kind.type_))
+            walk_entity = _entity(kind.type_)
+            steps.append(_nullable(walk_entity) if is_optional(f) else walk_entity)
         elif isinstance(kind, PrimitiveTupleField):
             steps.append(_array(_primitive(f.metadata["kafka_type"], compact), compact, what))
         else:
@@ -144,6 +145,14 @@ def _walker(cls: type) -> Walk:
         return pos
 
     return walk
+
+
+def _nullable(walk: Walk) -> Walk:
+    """A nullable struct (DescribeTopicPartitions' cursor): an int8 marker, -1 for null."""
+    def step(buf: Any, pos: int, end: int) -> int:
+        return pos + 1 if buf[pos] == 0xFF else walk(buf, pos + 1, end)
+
+    return step
 
 
 def _entity(cls: type) -> Walk:

@@ -161,3 +161,15 @@ class NotEnoughReplicas(KafkaError):
 
 class NotEnoughReplicasAfterAppend(KafkaError):
     code = ErrorCode.not_enough_replicas_after_append
+
+
+class RecordValidation(KafkaError):
+    """Kafka's RecordValidationException: records of a batch are invalid. The partition
+    answers `code` with `record_errors`, (index of the record in its batch, message)
+    for each bad record, and this exception's message as its error_message (Produce v8+,
+    KIP-467), so a client fails only those records."""
+
+    def __init__(self, message: str, code: ErrorCode,
+                 record_errors: tuple[tuple[int, str], ...]) -> None:
+        super().__init__(message, code)
+        self.record_errors = record_errors

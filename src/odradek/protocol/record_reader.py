@@ -303,3 +303,37 @@ def _record_keys(body: bytes, count: int, base_offset: int) -> list[RecordKey]:
         append((base_offset + delta, key, b != 1))
         pos = record_end
     return out
+
+
+def record_stamps(view: memoryview, base_offset: int, base_timestamp: int, attributes: int,
+                  count: int) -> list[tuple[int, int, bool]]:
+    """(offset, timestamp, has a key) of each record of one whole batch: what produce
+    validation reads (KIP-467's timestamp and key checks), skipping keys, values and
+    headers by their record's length. Timestamps are CreateTime (the caller handles a
+    LogAppendTime batch)."""
+    body = records_section(view, attributes, count)
+    check_count(count, body)
+    out: list[tuple[int, int, bool]] = []
+    append = out.append
+    end = len(body)
+    pos = 0
+    try:
+        for _ in range(count):
+            length, n = _varint(body, pos)
+            pos += n
+            if length < _MIN_RECORD_LENGTH or length > end - pos:
+                raise CorruptMessage(f"record length {length} out of bounds at {pos}")
+            record_end = pos + length
+            ts_delta, n = _varlong(body, pos + 1)
+            pos += 1 + n
+            delta, n = _varint(body, pos)
+            pos += n
+            key_length, n = _varint(body, pos)
+            if key_length < -1 or pos + n > record_end:
+                raise CorruptMessage(f"bad key length {key_length} at offset delta {delta}")
+            append((base_offset + delta, base_timestamp + ts_delta, key_length != -1))
+            pos = record_end
+    except (IndexError, ValueError, DecodeError) as exc:
+        raise CorruptMessage(
+            f"record batch at offset {base_offset} has a malformed record: {exc}") from None
+    return out

@@ -194,6 +194,7 @@ _TABLE: tuple[ApiAuthorization, ...] = (
     ApiAuthorization(49, "AlterClientQuotas", (_c(Op.ALTER_CONFIGS, R.CLUSTER, REQ),)),
     ApiAuthorization(50, "DescribeUserScramCredentials", (_c(Op.DESCRIBE, R.CLUSTER, REQ),)),
     ApiAuthorization(51, "AlterUserScramCredentials", (_c(Op.ALTER, R.CLUSTER, REQ),)),
+    ApiAuthorization(57, "UpdateFeatures", (_c(Op.ALTER, R.CLUSTER, REQ),)),
     ApiAuthorization(60, "DescribeCluster", (
         _c(Op.DESCRIBE, R.CLUSTER, FLAG, "include_cluster_authorized_operations"),
     ), "no check to describe the cluster itself"),
@@ -206,6 +207,11 @@ _TABLE: tuple[ApiAuthorization, ...] = (
         _c(Op.DESCRIBE, R.TRANSACTIONAL_ID, FILTER),)),
     ApiAuthorization(68, "ConsumerGroupHeartbeat", (_c(Op.READ, R.GROUP, REQ),)),
     ApiAuthorization(69, "ConsumerGroupDescribe", (_c(Op.DESCRIBE, R.GROUP, ITEM),)),
+    ApiAuthorization(71, "GetTelemetrySubscriptions", (), "no check, as in Kafka"),
+    ApiAuthorization(72, "PushTelemetry", (), "no check, as in Kafka"),
+    ApiAuthorization(74, "ListConfigResources", (_c(Op.DESCRIBE_CONFIGS, R.CLUSTER, REQ),)),
+    ApiAuthorization(75, "DescribeTopicPartitions", (
+        _c(Op.DESCRIBE, R.TOPIC, ITEM, "named topics; all-topics requests filter instead"),)),
 )
 
 OPERATIONS: dict[int, ApiAuthorization] = {a.api_key: a for a in _TABLE}

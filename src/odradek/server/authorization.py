@@ -58,9 +58,9 @@ _GROUP_REQUEST: dict[int, Op] = {
     28: Op.READ, 47: Op.DELETE, 68: Op.READ,
 }
 _TXN_REQUEST = (25, 26, 28)  # WRITE on the request's transactional_id
-_NO_CHECK = frozenset({17, 18, 36, 60})
+_NO_CHECK = frozenset({17, 18, 36, 60, 71, 72})
 _HANDLED_HERE = frozenset({0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22,
-                           23, 25, 26, 28, 32, 33, 37, 42, 44, 47, 61, 65, 66, 68, 69})
+                           23, 25, 26, 28, 32, 33, 37, 42, 44, 47, 61, 65, 66, 68, 69, 75})
 
 
 @dataclass
@@ -179,6 +179,11 @@ class RequestAuthorizer:
                 ctx, Op.CREATE, log_denied=False):
             # per topic: CREATE on the topic itself also allows its auto-creation
             ctx.topic_creatable = lambda name: self.allowed(ctx, Op.CREATE, R.TOPIC, name)
+        return Verdict(request)
+
+    def _api_75(self, ctx: RequestContext, request: Any) -> Verdict:  # DescribeTopicPartitions
+        ctx.topic_denied = lambda name: not self.allowed(
+            ctx, Op.DESCRIBE, R.TOPIC, name, log_denied=bool(request.topics))
         return Verdict(request)
 
     def _api_9(self, ctx: RequestContext, request: Any) -> Verdict:  # OffsetFetch

@@ -32,6 +32,7 @@ from prometheus_client.registry import Collector
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import api_name
 from odradek.server.handlers.base import CLOSE_CONNECTION
+from odradek.server.telemetry import ClientTelemetry
 
 if TYPE_CHECKING:
     from odradek.cluster.metadata import MetadataImage
@@ -168,6 +169,8 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        self.telemetry = ClientTelemetry()  # what clients push (KIP-714)
+        r.register(self.telemetry)
         self.bytes_in = Counter(
             "kafka_server_brokertopicmetrics_bytesin", "Bytes produced to the broker",
             ["topic"], registry=r)

@@ -46,6 +46,10 @@ TOPIC_CONFIGS = ConfigTable(
                   "How far in the past a CreateTime timestamp may be.", minimum=0),
         ConfigDef("message.timestamp.after.max.ms", _T.LONG, HOUR_MS,
                   "How far in the future a CreateTime timestamp may be.", minimum=0),
+        ConfigDef("message.timestamp.difference.max.ms", _T.LONG, LONG_MAX,
+                  "Kafka 3.x's bound on a CreateTime timestamp's distance from now, either "
+                  "way; it applies where message.timestamp.before/after.max.ms are not set.",
+                  minimum=0),
         ConfigDef("min.cleanable.dirty.ratio", _T.DOUBLE, 0.5,
                   "Dirty share of the log above which the cleaner compacts it.",
                   minimum=0, maximum=1),
@@ -89,6 +93,7 @@ BROKER_SYNONYMS: dict[str, tuple[tuple[str, int], ...]] = {
     "message.timestamp.type": (("log.message.timestamp.type", 1),),
     "message.timestamp.before.max.ms": (("log.message.timestamp.before.max.ms", 1),),
     "message.timestamp.after.max.ms": (("log.message.timestamp.after.max.ms", 1),),
+    "message.timestamp.difference.max.ms": (("log.message.timestamp.difference.max.ms", 1),),
     "min.cleanable.dirty.ratio": (("log.cleaner.min.cleanable.ratio", 1),),
     "min.compaction.lag.ms": (("log.cleaner.min.compaction.lag.ms", 1),),
     "min.insync.replicas": (("min.insync.replicas", 1),),
@@ -123,6 +128,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     message_timestamp_before_max_ms: int = LONG_MAX
     message_timestamp_after_max_ms: int = HOUR_MS
+    message_timestamp_difference_max_ms: int = LONG_MAX  # Kafka 3.x; see resolve()
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     min_insync_replicas: int = 1
@@ -165,13 +171,23 @@ class LogConfig:
         Both mappings hold already-parsed values keyed by Kafka property name.
         """
         values: dict[str, Any] = {}
+        sources: dict[str, str] = {}
         for d in TOPIC_CONFIGS:
-            value, _source = effective_value(d.name, topic_overrides, broker or {})
+            value, sources[d.name] = effective_value(d.name, topic_overrides, broker or {})
             if isinstance(value, list):
                 value = tuple(value)
             values[d.name.replace(".", "_")] = value
+        if sources[_DIFFERENCE] != "default":
+            # Kafka 3.6's rule (KIP-937): the deprecated bound fills in for whichever of
+            # the two newer ones was left unset.
+            for name in ("message.timestamp.before.max.ms", "message.timestamp.after.max.ms"):
+                if sources[name] == "default":
+                    values[name.replace(".", "_")] = values[_DIFFERENCE.replace(".", "_")]
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in values.items() if k in known})
+
+
+_DIFFERENCE = "message.timestamp.difference.max.ms"
 
 
 def effective_value(

@@ -9,11 +9,12 @@ Errors, as Kafka reports them:
 - CorruptMessage: not whole v2 batches, leftover bytes, bad CRC, unknown codec;
 - MessageTooLarge: a batch above `max.message.bytes`;
 - InvalidRecord: empty input, record count not matching the offset range, a control
-  batch from a client, a producer id without a sequence, a record without a key in a
-  compacted topic (the one check that reads records, and only for compacted topics —
-  Kafka 4 answers INVALID_RECORD there too);
-- InvalidTimestamp: a CreateTime timestamp outside
-  `message.timestamp.before.max.ms` / `message.timestamp.after.max.ms`.
+  batch from a client, a producer id without a sequence;
+- RecordValidation (INVALID_RECORD or INVALID_TIMESTAMP with the bad records' indexes,
+  KIP-467): a record without a key in a compacted topic, a CreateTime timestamp outside
+  `message.timestamp.before.max.ms` / `message.timestamp.after.max.ms` — the checks
+  that read records, done only when the topic's config or a batch header calls for
+  them (record_checks.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.configdef import LONG_MAX
 from odradek.protocol.batch import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
@@ -41,11 +43,11 @@ from odradek.protocol.batch import (
 from odradek.protocol.errors import (
     CorruptMessage,
     InvalidRecord,
-    InvalidTimestamp,
     KafkaError,
     MessageTooLarge,
 )
 from odradek.storage.log_config import LogConfig
+from odradek.storage.record_checks import check_records
 from odradek.storage.segment import BatchInfo
 
 Batches = list[tuple[int, BatchHeader]]
@@ -82,15 +84,17 @@ class AssignedBatches:
     log_append_time: int  # -1 unless the topic uses LogAppendTime
 
 
-def _whole_batches(buf: Buffer, max_batch_size: int | None) -> Batches:
+def _whole_batches(buf: Buffer, max_batch_size: int | None,
+                   partition: str = "the partition") -> Batches:
     batches: Batches = []
     pos, end = 0, len(buf)
     while pos < end:
         header = read_header(buf, pos)  # CorruptMessage on a torn header or bad magic
         size = header.size
         if max_batch_size is not None and size > max_batch_size:
-            raise MessageTooLarge(
-                f"batch of {size} bytes is above max.message.bytes={max_batch_size}"
+            raise MessageTooLarge(  # Kafka's words (UnifiedLog), a batch-level error
+                f"The record batch size in the append to {partition} is {size} bytes which "
+                f"exceeds the maximum configured value of {max_batch_size}."
             )
         if pos + size > end:
             raise CorruptMessage(f"batch at {pos} claims {size} bytes, {end - pos} remain")
@@ -107,10 +111,12 @@ def validate_for_leader(
     `partition` names the topic partition in error messages."""
     if len(buf) == 0:
         raise InvalidRecord("produce request carries no record batch")
-    batches = _whole_batches(buf, config.max_message_bytes)
+    batches = _whole_batches(buf, config.max_message_bytes, partition)
     create_time = not config.log_append_time
-    before = config.message_timestamp_before_max_ms
     after = config.message_timestamp_after_max_ms
+    # Records are read only when the topic's config or a batch's header asks for it
+    read_records = config.compact or (
+        create_time and config.message_timestamp_before_max_ms < LONG_MAX)
     for pos, h in batches:
         if h.attributes & ATTR_COMPRESSION_MASK > _MAX_CODEC:
             raise CorruptMessage(f"unknown compression codec in batch at {pos}")
@@ -127,36 +133,13 @@ def validate_for_leader(
             raise InvalidRecord(
                 f"batch of producer {h.producer_id} has invalid sequence {h.base_sequence}"
             )
-        if create_time:
-            # Batch level: base timestamp is the first record's, max the largest. A
-            # record in the middle older than the first escapes the 'before' bound;
-            # Kafka would decode every record to catch it, we do not.
-            if h.base_timestamp != NO_TIMESTAMP and now_ms - h.base_timestamp > before:
-                raise InvalidTimestamp(
-                    f"timestamp {h.base_timestamp} is more than {before} ms before now"
-                )
-            if h.max_timestamp != NO_TIMESTAMP and h.max_timestamp - now_ms > after:
-                raise InvalidTimestamp(
-                    f"timestamp {h.max_timestamp} is more than {after} ms after now"
-                )
-    if config.compact:
-        _check_keys(buf, batches, partition)
+        if create_time and h.max_timestamp != NO_TIMESTAMP and h.max_timestamp - now_ms > after:
+            read_records = True
+        if h.attributes & ATTR_TIMESTAMP_TYPE:
+            read_records = True
+    if read_records:
+        check_records(buf, batches, config, now_ms, partition)
     return batches
-
-
-def _check_keys(buf: Buffer, batches: Batches, partition: str) -> None:
-    """Compaction keeps the last record per key, so a keyless record cannot be
-    compacted: refuse it as Kafka's LogValidator.validateKey does."""
-    from odradek.protocol.record_reader import record_keys
-
-    for index, (pos, h) in enumerate(batches):
-        view = memoryview(buf)[pos : pos + h.size]
-        for offset, key, _ in record_keys(view, 0, h.attributes, h.records_count):
-            if key is None:
-                raise InvalidRecord(
-                    "Compacted topic cannot accept message without key in topic partition "
-                    f"{partition} (batch {index}, offset delta {offset})"
-                )
 
 
 def validate_for_follower(buf: Buffer, log_end_offset: int) -> Batches:

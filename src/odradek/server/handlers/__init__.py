@@ -30,17 +30,20 @@ from odradek.server.handlers import (
     describe_groups,
     describe_log_dirs,
     describe_producers,
+    describe_topic_partitions,
     describe_transactions,
     describe_user_scram_credentials,
     elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
+    get_telemetry_subscriptions,
     heartbeat,
     incremental_alter_configs,
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -51,10 +54,12 @@ from odradek.server.handlers import (
     offset_fetch,
     offset_for_leader_epoch,
     produce,
+    push_telemetry,
     sasl_authenticate,
     sasl_handshake,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 from odradek.server.handlers.base import ApiHandler
@@ -64,6 +69,7 @@ _MODULES = (
     fetch,
     list_offsets,
     metadata,
+    describe_topic_partitions,
     api_versions,
     sasl_handshake,
     sasl_authenticate,
@@ -114,6 +120,11 @@ _MODULES = (
     elect_leaders,
     alter_partition_reassignments,
     list_partition_reassignments,
+    update_features,
+    # client telemetry (KIP-714)
+    get_telemetry_subscriptions,
+    push_telemetry,
+    list_config_resources,
 )
 
 HANDLERS: dict[int, ApiHandler] = {m.HANDLER.api_key: m.HANDLER for m in _MODULES}

@@ -1,7 +1,9 @@
 """ApiVersions (18): which APIs and versions this broker speaks.
 
-Answered with response header v0 at every version so any client can read it, and with
-no tagged fields: librdkafka 2.0 (Debian's kcat) mis-skips non-empty ones.
+Answered with response header v0 at every version so any client can read it. From v3
+on, the supported and finalized features (server/features.py) ride in tagged fields,
+as Kafka 4 sends them. Debian's kcat (librdkafka 2.0.2) reads them: measured here,
+and tests/clients/test_kcat.py runs it against this response.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import response_class
+from odradek.server import features
 from odradek.server.handlers.base import ApiHandler, RequestContext, build, response_module
 
 API_KEY = 18
@@ -28,10 +31,25 @@ def _api_keys(ctx_schema: Any) -> tuple[Any, ...]:
 
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
+    extra: dict[str, Any] = {}
+    if ctx.version >= 3:
+        ctx.metrics.telemetry.note_software(ctx.client_host, ctx.client_port,
+                                            request.client_software_name or "",
+                                            request.client_software_version or "")
+        extra = {
+            "supported_features": tuple(
+                build(schema.SupportedFeatureKey, name=f.name, min_version=f.min_version,
+                      max_version=f.max_version) for f in features.FEATURES),
+            "finalized_features_epoch": features.FINALIZED_EPOCH,
+            "finalized_features": tuple(
+                build(schema.FinalizedFeatureKey, name=f.name, min_version_level=f.finalized,
+                      max_version_level=f.finalized) for f in features.finalized()),
+        }
     return build(
         schema.ApiVersionsResponse,
         error_code=ErrorCode.none,
         api_keys=_api_keys(schema),
+        **extra,
     )
 
 

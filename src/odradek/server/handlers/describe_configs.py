@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError
+from odradek.server import client_metrics
 from odradek.server.configs import (
     ConfigEntry,
     ResourceType,
@@ -25,6 +26,8 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
         return describe_broker(ctx.ports)
     if rtype == ResourceType.BROKER_LOGGER:
         return []
+    if rtype == client_metrics.RESOURCE_TYPE:
+        return client_metrics.describe(ctx.ports, name)
     raise InvalidRequest(f"Unsupported resource type {rtype}")
 
 

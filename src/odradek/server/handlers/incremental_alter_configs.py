@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError
+from odradek.server import client_metrics
 from odradek.server.configs import (
     AlterOp,
     ResourceType,
@@ -39,6 +40,10 @@ async def alter(
                 check_broker_name(ctx.ports, res.resource_name)
                 await apply_broker(ctx.ports, ops, incremental=incremental,
                                    validate_only=request.validate_only)
+            elif res.resource_type == client_metrics.RESOURCE_TYPE:
+                await client_metrics.apply(ctx.ports, res.resource_name, ops,
+                                           incremental=incremental,
+                                           validate_only=request.validate_only)
             else:
                 raise InvalidRequest(f"Unsupported resource type {res.resource_type}")
             code, message = ErrorCode.none, None

@@ -21,6 +21,7 @@ from odradek.protocol.errors import (
     ErrorCode,
     InvalidRequiredAcks,
     KafkaError,
+    RecordValidation,
 )
 from odradek.protocol.produce_request import decode_produce_request
 from odradek.replication.delayed_produce import DelayedProduce
@@ -58,7 +59,8 @@ def _check_transactional(ctx: RequestContext, transactional_id: str | None, topi
 def _append(ctx: RequestContext, topic: str, index: int, records: Any,
             transactional_id: str | None = None, acks: int = 1,
             waits: list[tuple[Partition, int]] | None = None) -> tuple[Any, ...]:
-    """(error_code, base_offset, log_append_time, log_start_offset, message).
+    """(error_code, base_offset, log_append_time, log_start_offset, message,
+    record errors).
 
     An acks=all append the ISR does not have yet goes into `waits` as (partition,
     offset the high watermark must reach)."""
@@ -81,12 +83,13 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any,
         if acks == -1 and not partition.solo and waits is not None:
             waits.append((partition, info.last_offset + 1))
         return (ErrorCode.none, info.first_offset, info.log_append_time,
-                info.log_start_offset, None)
+                info.log_start_offset, None, ())
     except KafkaError as e:
         if e.code != ErrorCode.unknown_topic_or_partition:
             log.warning("produce to %s-%d from %s rejected: %s (%s)", topic, index,
                         ctx.header.client_id, e, e.code.name)
-        return (e.code, -1, -1, -1, str(e))
+        record_errors = e.record_errors if isinstance(e, RecordValidation) else ()
+        return (e.code, -1, -1, -1, str(e), record_errors)
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
@@ -101,10 +104,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     for topic_data in request.topic_data:
         partitions = []
         for pdata in topic_data.partition_data:
+            bad: tuple[tuple[int, str], ...]
             if error is not None:
-                code, base, append_time, start, message = error.code, -1, -1, -1, str(error)
+                code, base, append_time, start, message, bad = (
+                    error.code, -1, -1, -1, str(error), ())
             else:
-                code, base, append_time, start, message = _append(
+                code, base, append_time, start, message, bad = _append(
                     ctx, topic_data.name, pdata.index, pdata.records, request.transactional_id,
                     acks, waits)
             partitions.append(
@@ -115,7 +120,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                     base_offset=base,
                     log_append_time=timestamp_or_none(append_time),
                     log_start_offset=start,
-                    record_errors=(),
+                    record_errors=tuple(
+                        build(schema.BatchIndexAndErrorMessage, batch_index=i,
+                              batch_index_error_message=m) for i, m in bad),
                     error_message=message,
                 )
             )
