@@ -2,7 +2,7 @@
 for `odradek configs` and `odradek kafka-configs` (--entity-type users|clients).
 
 confluent-kafka has no binding for these APIs, so they go over one raw PLAINTEXT
-connection (raw_call.py) to the first bootstrap server. Output and messages are
+connection (odradek.client.raw) to the first bootstrap server. Output and messages are
 ConfigCommand's (`Quota configs for user-principal 'alice' are producer_byte_rate=1024.0`).
 """
 
@@ -12,8 +12,9 @@ import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from odradek.client import raw
+
 DESCRIBE, ALTER = 48, 49
-TIMEOUT_S = 30
 VERSION = 1
 ENTITY_TYPES = {"users": "user", "clients": "client-id", "ips": "ip"}
 _LABELS = {"user": "user-principal", "client-id": "client-id", "ip": "ip"}
@@ -34,25 +35,10 @@ def _address(bootstrap: str) -> tuple[str, int]:
 
 
 def _call(bootstrap: str, api_key: int, body: Any) -> Any:
-    # the socket is written out here rather than taken from the raw-request helper,
-    # which is moving from cli/ to odradek.client on main (use it once both have landed)
-    import socket
-
-    from odradek.protocol.client_framing import ClientFraming, FrameSplitter, decode_response
-
-    cid, request = ClientFraming("odradek-configs").request(api_key, VERSION, body)
-    splitter = FrameSplitter()
     try:
-        with socket.create_connection(_address(bootstrap), timeout=TIMEOUT_S) as s:
-            s.sendall(request)
-            while (frame := splitter.next_frame()) is None:
-                chunk = s.recv(max(splitter.wanted, 65536))
-                if not chunk:
-                    raise OSError("connection closed by the broker")
-                splitter.feed(chunk)
+        return raw.call(_address(bootstrap), api_key, VERSION, body, "odradek-configs")
     except OSError as e:
         raise QuotaError(f"cannot reach {bootstrap}: {e}") from None
-    return decode_response(api_key, VERSION, frame, cid)
 
 
 def entity_of(types: Sequence[str], names: Sequence[str]) -> dict[str, str | None]:
