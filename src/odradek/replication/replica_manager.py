@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
+from odradek.replication.fetch_session import FetchSessionCache, ReplicaFetchSession, SessionKey
 from odradek.replication.fetcher import FetcherManager
 from odradek.replication.partition import FollowerState, Partition, now_ms
 from odradek.replication.settings import ReplicaSettings
@@ -55,6 +56,14 @@ class PartitionRead:
     aborted: list[tuple[int, int]] | None = None
 
 
+def _unassigned(p: Partition) -> PartitionRead:
+    """A fetch from a broker that is not one of the partition's replicas: no records
+    and no position recorded, as Kafka's leader answers it (it reads nothing past the
+    high watermark to a stranger)."""
+    return PartitionRead(p, None, b"", p.high_watermark, p.last_stable_offset,
+                         p.log.log_start_offset)
+
+
 AlterIsr = Callable[[str, int, int, int, tuple[int, ...]], Awaitable["PartitionInfo | None"]]
 """(topic, partition, leader epoch, partition epoch, new ISR) -> the new state, or None
 when the write lost to a newer one (the controller moved the partition): a leader's
@@ -77,6 +86,10 @@ class ReplicaManager:
         self._isr_check: asyncio.Task[None] | None = None
         self._hw_checkpoint: asyncio.Task[None] | None = None
         self._listener: str | None = None
+        # followers' incremental fetch sessions (KIP-227), and when each follower last
+        # fetched in one (it fetches every partition of its session each time)
+        self.fetch_sessions = FetchSessionCache()
+        self.session_fetch_ms: dict[int, int] = {}
 
     def configure(self, get: Callable[[str], Any]) -> None:
         """Read the replica.* properties (e.g. `configure(broker.config.__getitem__)`)."""
@@ -234,7 +247,7 @@ class ReplicaManager:
         for p in list(self.partitions.values()):
             if not p.is_leader or len(p.isr) <= 1 or p.pending_isr is not None:
                 continue
-            out = p.out_of_sync(now, lag)
+            out = p.out_of_sync(now, lag, self.session_fetch_ms)
             if out:
                 log.info("%s-%d: followers %s have not caught up in %d ms", p.topic, p.index,
                          out, lag)
@@ -261,6 +274,7 @@ class ReplicaManager:
         self._isr_check = self._hw_checkpoint = None
         if self._fetchers is not None:
             await self._fetchers.shutdown()
+        self.fetch_sessions.close_all()
         for p in self.partitions.values():
             p.fail_waiters()
 
@@ -291,7 +305,7 @@ class ReplicaManager:
             if self._fetchers is not None:
                 self._fetchers.remove((p.topic, p.index))
             self._seen.discard((p.topic, p.index))
-            p.fail_waiters()
+            p.fail_waiters()  # also tells the fetch sessions holding it
         return gone
 
     def topic_partitions(self, topic: str) -> list[Partition]:
@@ -330,6 +344,9 @@ class ReplicaManager:
                     f"not the leader of {partition.topic}-{partition.index}")))
                 continue
             limit: int | None
+            if follower and not partition.is_assigned(replica_id):
+                results.append(_unassigned(partition))
+                continue
             if follower:
                 if (partition.on_follower_fetch(replica_id, offset, now)
                         and self._eligible_for_isr(replica_id)):
@@ -370,3 +387,61 @@ class ReplicaManager:
                 )
             )
         return results, total
+
+    def read_session(self, session: ReplicaFetchSession, keys: Iterable[SessionKey],
+                     max_bytes: int, out: dict[SessionKey, PartitionRead]) -> int:
+        """Read the session's partitions `keys` (those the fetch named and those that
+        changed since the last answer) into `out`, skipping partitions with nothing
+        new for the follower; returns the bytes read."""
+        replica_id = session.replica_id
+        now = self.session_fetch_ms[replica_id] = now_ms()
+        total = 0
+        for key in list(keys):
+            sp = session.partitions.get(key)
+            if sp is None:
+                continue
+            p = sp.partition
+            error = sp.error
+            if p is not None and error is None:
+                if self.partitions.get((p.topic, p.index)) is not p:
+                    error = UnknownTopicOrPartition(
+                        f"This server does not host this topic-partition {p.topic}-{p.index}")
+                elif not p.is_leader:
+                    error = NotLeaderOrFollower(f"not the leader of {p.topic}-{p.index}")
+                else:
+                    try:
+                        p.check_leader_epoch(sp.leader_epoch)
+                    except KafkaError as e:
+                        error = e
+            if p is None or error is not None:
+                out[key] = PartitionRead(None, error)
+                session.dirty.discard(key)
+                continue
+            if not p.is_assigned(replica_id):
+                out[key] = _unassigned(p)
+                session.dirty.discard(key)
+                continue
+            if p.on_follower_fetch(replica_id, sp.fetch_offset, now) and self._eligible_for_isr(
+                    replica_id):
+                self._change_isr(p, (*p.isr, replica_id))
+            lg = p.log
+            budget = min(sp.max_bytes, max(max_bytes - total, 0))
+            try:
+                records = lg.read(sp.fetch_offset, budget, max_offset=None,
+                                  min_one_batch=total == 0).records
+            except KafkaError as e:
+                out[key] = PartitionRead(p, e, high_watermark=p.high_watermark,
+                                         last_stable_offset=p.last_stable_offset,
+                                         log_start_offset=lg.log_start_offset)
+                session.dirty.discard(key)
+                continue
+            total += len(records)
+            hw, lso, start = p.high_watermark, p.last_stable_offset, lg.log_start_offset
+            if records or hw != sp.sent_hw or lso != sp.sent_lso or start != sp.sent_log_start:
+                out[key] = PartitionRead(p, None, records, hw, lso, start)
+                sp.sent_hw, sp.sent_lso, sp.sent_log_start = hw, lso, start
+            # with records the follower names it again at its new offset; without, it
+            # stays to look at while there is more than the budget let through
+            if records or sp.fetch_offset >= lg.log_end_offset:
+                session.dirty.discard(key)
+        return total

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
     from odradek.coordinator.group import GroupCoordinator
     from odradek.protocol.errors import KafkaError
+    from odradek.replication.fetch_session import (
+        FetchSessionCache,
+        ReplicaFetchSession,
+        SessionKey,
+    )
     from odradek.replication.partition import Partition
     from odradek.replication.replica_manager import PartitionRead
     from odradek.security.authorizer import AclAuthorizer
@@ -50,6 +55,12 @@ class Replicas(Protocol):
     def read(self, wanted: Iterable[tuple[Partition | None, KafkaError | None, int, int]],
              max_bytes: int, read_committed: bool, replica_id: int = -1
              ) -> tuple[list[PartitionRead], int]: ...
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+
+    def read_session(self, session: ReplicaFetchSession, keys: Iterable[SessionKey],
+                     max_bytes: int, out: dict[SessionKey, PartitionRead]) -> int: ...
 
 
 class LogDirs(Protocol):

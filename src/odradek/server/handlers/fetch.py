@@ -1,7 +1,10 @@
 """Fetch (1): read record batches, long-polling until `min_bytes` arrive or `max_wait` ends.
 
-Sessionless: we answer every fetch in full and return session id 0, which tells
-clients that use fetch sessions (KIP-227) to keep sending full requests.
+Consumers' fetches are sessionless: we answer every one in full and return session id
+0, which tells clients that use fetch sessions (KIP-227) to keep sending full requests.
+Followers' fetches use incremental sessions (replication/fetch_session.py): after the
+first, a fetch names only what changed and the answer holds only what is new, so a
+round costs the same with 10,000 idle partitions as with one.
 
 Only the leader serves fetches, consumers' and followers' alike (NOT_LEADER_OR_FOLLOWER
 elsewhere), and a partition's `current_leader_epoch` is checked as KIP-320 says. A
@@ -15,6 +18,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError, UnknownTopicId
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
+from odradek.replication.fetch_session import ReplicaFetchSession, SessionKey
 from odradek.replication.purgatory import DelayedFetch
 from odradek.replication.replica_manager import Partition, PartitionRead
 from odradek.server.handlers.base import ApiHandler, Encoded, RequestContext, to_ms
@@ -80,13 +84,92 @@ def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]
                                          list(by_topic.items())))
 
 
+def _session_response(ctx: RequestContext, session: ReplicaFetchSession,
+                      reads: dict[SessionKey, PartitionRead]) -> Encoded:
+    by_topic: dict[Any, list[FetchedPartition]] = {}
+    for (key, index), r in reads.items():
+        by_topic.setdefault(key, []).append(FetchedPartition(
+            index=index, error_code=int(r.error.code) if r.error else 0,
+            high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset,
+            log_start_offset=r.log_start_offset, records=r.records))
+    return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id,
+                                         list(by_topic.items()), session_id=session.id))
+
+
+def _session_error(ctx: RequestContext, code: ErrorCode) -> Encoded:
+    return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id, [],
+                                         error_code=int(code)))
+
+
+def handle_replica_session(ctx: RequestContext, request: Any, replica_id: int) -> Any:
+    """A follower's fetch in a session: epoch 0 starts one (a full fetch), a later
+    epoch names the changes since the previous fetch (KIP-227)."""
+    replicas = ctx.replicas
+    sessions = replicas.fetch_sessions
+    session_id, epoch = request.session_id, request.session_epoch
+    full = epoch == 0
+    if full:
+        if session_id:
+            sessions.close(session_id)
+        session = sessions.create(replica_id)
+        if session is None:  # no room: answer this one without a session
+            return None
+    else:
+        found = sessions.get(session_id)
+        if found is None:
+            return _session_error(ctx, ErrorCode.fetch_session_id_not_found)
+        if found.epoch != epoch or found.replica_id != replica_id:
+            return _session_error(ctx, ErrorCode.invalid_fetch_session_epoch)
+        session = found
+        session.next_epoch()
+    named: list[SessionKey] = []
+    epochs = [getattr(p, "current_leader_epoch", -1) for t in request.topics
+              for p in t.partitions]
+    for (key, index, (partition, error, offset, max_bytes)), p_epoch in zip(
+            _wanted(ctx, request), epochs, strict=True):
+        session.update((key, index), partition, error, offset, max_bytes, p_epoch)
+        named.append((key, index))
+    for t in getattr(request, "forgotten_topics_data", ()) or ():
+        key = getattr(t, "topic_id", None) or t.topic
+        for index in t.partitions:
+            session.forget((key, index))
+    max_bytes = request.max_bytes
+    reads: dict[SessionKey, PartitionRead] = {}
+    total = replicas.read_session(session, [*named, *session.dirty], max_bytes, reads)
+    max_wait_ms = to_ms(request.max_wait)
+    has_error = any(r.error is not None for r in reads.values())
+    if full or total >= request.min_bytes or max_wait_ms <= 0 or has_error or session.dirty:
+        ctx.metrics.on_fetch(total)
+        return _session_response(ctx, session, reads)
+
+    async def wait_then_read() -> Any:
+        waiter = session.waiter = DelayedFetch(request.min_bytes, total, replica=True)
+        try:
+            await waiter.wait(max_wait_ms / 1000)
+        finally:
+            if session.waiter is waiter:
+                session.waiter = None
+        more = replicas.read_session(session, [*named, *session.dirty], max_bytes, reads)
+        ctx.metrics.on_fetch(total + more)
+        return _session_response(ctx, session, reads)
+
+    return wait_then_read()
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
+    replica_id = replica_id_of(request)
+    if replica_id >= 0 and ctx.version >= 7:
+        if request.session_epoch >= 0:
+            answer = handle_replica_session(ctx, request, replica_id)
+            if answer is not None:
+                return answer
+        elif request.session_id:
+            ctx.replicas.fetch_sessions.close(request.session_id)
     wanted = _wanted(ctx, request)
     replicas = ctx.replicas
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
     items = [w for _, _, w in wanted]
-    replica_id = replica_id_of(request)
     reads, total = replicas.read(items, max_bytes, read_committed, replica_id)
     max_wait_ms = to_ms(request.max_wait)
     has_error = any(r.error is not None for r in reads)
