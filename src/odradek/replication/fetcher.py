@@ -177,9 +177,10 @@ class ReplicaFetcher:
             self._close()  # the leader moved to a new address (it restarted)
             ch = None
         if ch is None:
+            settings = self.manager.settings
             ch = self._channel = BrokerChannel(
                 endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.node_id}",
-                self.manager.settings.socket_timeout_ms / 1000)
+                settings.socket_timeout_ms / 1000, settings.socket_receive_buffer_bytes)
         return ch
 
     def _close(self) -> None:
@@ -381,6 +382,8 @@ class ReplicaFetcher:
                 hw = min(r.high_watermark, lg.log_end_offset)
                 if hw > lg.high_watermark:
                     lg.high_watermark = hw
+                    for waiter in list(p.waiters):  # consumers reading here (KIP-392)
+                        waiter.complete()
                 lg.maybe_flush()
             except KafkaError as exc:
                 log.warning("follower append to %s-%d failed: %s", *tp, exc)

@@ -54,6 +54,7 @@ class PartitionRead:
     # read_committed only: (producer id, first offset) of the aborted transactions the
     # records overlap; None for read_uncommitted (FetchResponse writes null then)
     aborted: list[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1  # KIP-392: read from this broker instead
 
 
 def _unassigned(p: Partition) -> PartitionRead:
@@ -294,6 +295,40 @@ class ReplicaManager:
         p.check_leader(current_leader_epoch)
         return p
 
+    def get_readable(self, topic: str, index: int, current_leader_epoch: int = -1
+                     ) -> Partition:
+        """The partition, if a consumer may read it here (KIP-392): this broker leads
+        it, or follows a leader at `current_leader_epoch` (-1: any)."""
+        p = self.get(topic, index)
+        if p.is_leader:
+            p.check_leader(current_leader_epoch)
+        elif p.leader < 0 or self._fetchers is None or \
+                self._fetchers.following((topic, index)) is None:
+            raise NotLeaderOrFollower(
+                f"broker {self.node_id} does not replicate {topic}-{index} now")
+        else:
+            p.check_leader_epoch(current_leader_epoch)
+        return p
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, offset: int) -> int:
+        """Kafka's RackAwareReplicaSelector: the replica in the client's rack that has
+        `offset`, the leader first; -1 for the leader itself (or when none fits)."""
+        image = self._image
+        if not client_rack or not p.is_leader or image is None:
+            return -1
+        me = image.brokers.get(self.node_id)
+        if me is not None and me.rack == client_rack:
+            return -1
+        for r in p.replicas:
+            state = p.followers.get(r)
+            info = image.brokers.get(r)
+            if (r != self.node_id and state is not None and info is not None
+                    and not info.fenced and info.rack == client_rack and r in p.isr
+                    and state.log_end_offset >= offset
+                    and offset >= p.log.log_start_offset):
+                return r
+        return -1
+
     def add(self, partition: Partition) -> None:
         partition.node_id = self.node_id
         self.partitions[(partition.topic, partition.index)] = partition
@@ -321,6 +356,8 @@ class ReplicaManager:
         max_bytes: int,
         read_committed: bool,
         replica_id: int = -1,
+        client_rack: str = "",
+        from_followers: bool = False,
     ) -> tuple[list[PartitionRead], int]:
         """Read each (partition, error, offset, partition_max_bytes) within `max_bytes` overall.
 
@@ -328,7 +365,10 @@ class ReplicaManager:
         larger than the limits (KIP-74), so a consumer always makes progress. A
         follower (`replica_id` ≥ 0) reads up to the log end, and its fetch offset is
         its log end: recorded before reading, so the high watermark it gets back
-        already counts it.
+        already counts it. With `from_followers` (a consumer's Fetch v11+) a follower
+        serves consumers up to its high watermark; with `client_rack` (and the
+        rack-aware selector on) the leader may point the consumer to a follower in
+        its rack instead of answering (KIP-392).
         """
         results: list[PartitionRead] = []
         total = 0
@@ -338,11 +378,20 @@ class ReplicaManager:
             if partition is None:
                 results.append(PartitionRead(None, error))
                 continue
-            if not partition.is_leader:
+            if not partition.is_leader and (follower or not from_followers
+                                            or partition.leader < 0):
                 # leadership moved while the fetch waited
                 results.append(PartitionRead(None, NotLeaderOrFollower(
                     f"not the leader of {partition.topic}-{partition.index}")))
                 continue
+            if client_rack and not follower:
+                preferred = self.preferred_read_replica(partition, client_rack, offset)
+                if preferred >= 0:  # no records: the client asks that replica
+                    results.append(PartitionRead(
+                        partition, None, b"", partition.high_watermark,
+                        partition.last_stable_offset, partition.log.log_start_offset,
+                        None if not read_committed else [], preferred))
+                    continue
             limit: int | None
             if follower and not partition.is_assigned(replica_id):
                 results.append(_unassigned(partition))

@@ -24,6 +24,7 @@ from odradek.configdef import (
     ConfigType,
     read_properties,
 )
+from odradek.replication.settings import ReplicaSettings
 from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
 from odradek.security.authorizer import AclAuthorizer
 from odradek.server.listener_security import listener_security, no_scram
@@ -167,6 +168,13 @@ BROKER_CONFIGS = ConfigTable(
         ConfigDef("replica.socket.timeout.ms", _T.INT, 30_000,
                   "Socket timeout of a follower's requests to the leader.", minimum=1,
                   read_only=True),
+        ConfigDef("replica.socket.receive.buffer.bytes", _T.INT, 65_536,
+                  "SO_RCVBUF of a follower's connections to leaders (-1: the OS's).",
+                  minimum=-1, read_only=True),
+        ConfigDef("replica.selector.class", _T.STRING, None,
+                  "Picks the replica a consumer with client.rack reads from (KIP-392): "
+                  "org.apache.kafka.common.replica.RackAwareReplicaSelector, or unset for "
+                  "the leader.", read_only=True),
         ConfigDef("num.recovery.threads.per.data.dir", _T.INT, 2,
                   "Threads per log dir for recovery at start-up.", minimum=1),
         ConfigDef("producer.id.expiration.ms", _T.INT, 86_400_000,
@@ -415,6 +423,7 @@ class BrokerConfig:
                                       "(credentials live in the embedded store only)")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
+        ReplicaSettings.from_config(self.__getitem__)  # the replica.* combinations
 
     def __getitem__(self, name: str) -> Any:
         if name in self.dynamic:

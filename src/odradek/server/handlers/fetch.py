@@ -34,9 +34,11 @@ def replica_id_of(request: Any) -> int:
     return int(getattr(request, "replica_id", -1))
 
 
-def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
+def _wanted(ctx: RequestContext, request: Any, from_followers: bool = False
+            ) -> list[tuple[Any, int, Any]]:
     """[(topic key, partition index, (partition|None, error|None, offset, max_bytes))]."""
     image = ctx.metadata.image
+    find = ctx.replicas.get_readable if from_followers else ctx.replicas.get_leader
     out = []
     for t in request.topics:
         topic_id = getattr(t, "topic_id", None)
@@ -57,7 +59,7 @@ def _wanted(ctx: RequestContext, request: Any) -> list[tuple[Any, int, Any]]:
                                    ErrorCode.topic_authorization_failed)
             else:
                 try:
-                    partition = ctx.replicas.get_leader(
+                    partition = find(
                         name, p.partition, getattr(p, "current_leader_epoch", -1))
                 except KafkaError as e:
                     error = e
@@ -78,6 +80,7 @@ def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]
                 log_start_offset=r.log_start_offset,
                 records=r.records,
                 aborted_transactions=r.aborted,
+                preferred_read_replica=r.preferred_read_replica,
             )
         )
     return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id,
@@ -165,14 +168,20 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                 return answer
         elif request.session_id:
             ctx.replicas.fetch_sessions.close(request.session_id)
-    wanted = _wanted(ctx, request)
+    # KIP-392: consumers that send their rack (v11+) may read from followers
+    from_followers = replica_id < 0 and ctx.version >= 11
+    wanted = _wanted(ctx, request, from_followers)
     replicas = ctx.replicas
     read_committed = getattr(request, "isolation_level", 0) == READ_COMMITTED
     max_bytes = request.max_bytes if ctx.version >= 3 else 2**31 - 1
     items = [w for _, _, w in wanted]
-    reads, total = replicas.read(items, max_bytes, read_committed, replica_id)
+    rack = (getattr(request, "rack_id", "") or "") if from_followers and \
+        replicas.settings.rack_aware_selector else ""
+    reads, total = replicas.read(items, max_bytes, read_committed, replica_id, rack,
+                                 from_followers)
     max_wait_ms = to_ms(request.max_wait)
-    has_error = any(r.error is not None for r in reads)
+    # a pointer to another replica is answered at once, as an error is (KIP-392)
+    has_error = any(r.error is not None or r.preferred_read_replica >= 0 for r in reads)
     if total >= request.min_bytes or max_wait_ms <= 0 or has_error or not items:
         ctx.metrics.on_fetch(total)
         return _response(ctx, wanted, reads)
@@ -181,7 +190,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         waiter = DelayedFetch(request.min_bytes, total, read_committed, replica_id >= 0)
         waiter.watch(p for p, _, _, _ in items if p is not None)
         await waiter.wait(max_wait_ms / 1000)
-        again, total_again = replicas.read(items, max_bytes, read_committed, replica_id)
+        again, total_again = replicas.read(items, max_bytes, read_committed, replica_id,
+                                           rack, from_followers)
         ctx.metrics.on_fetch(total_again)
         return _response(ctx, wanted, again)
 
