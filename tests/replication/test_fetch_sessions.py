@@ -15,6 +15,7 @@ from odradek.protocol.messages import request_class
 from odradek.protocol.records import NewRecord, encode_batch
 from odradek.replication.channel import BrokerChannel
 from odradek.replication.partition import now_ms
+from odradek.replication.settings import ReplicaSettings
 from tests.replication.inproc import Cluster, produce, until
 from tests.replication.test_replication_inproc import run
 
@@ -149,3 +150,24 @@ def test_followers_of_idle_partitions_stay_in_the_isr_fetching_incrementally(
             assert c.nodes[3].partition("idle", i).log.log_end_offset == 1
 
     run(tmp_path, 3, scenario)
+
+
+def test_a_small_response_budget_still_replicates_every_partition(tmp_path: Path) -> None:
+    """replica.fetch.response.max.bytes smaller than one batch: each answer carries one
+    partition, and the others stay pending in the session until their turn."""
+    async def scenario(c: Cluster) -> None:
+        c.create_topic("t", (1, 2), partitions=6)
+        leader = c.nodes[1]
+        for round_ in range(3):
+            for i in range(6):
+                code, _ = await produce(leader, "t", batch(f"{round_}-{i}" * 20), acks=1,
+                                        index=i)
+                assert code == ErrorCode.none
+        await until(lambda: all(c.nodes[2].partition("t", i).log.log_end_offset == 3
+                                for i in range(6)), what="every partition replicated")
+        code, _ = await produce(leader, "t", batch("last"), acks=-1, index=5)
+        assert code == ErrorCode.none
+
+    tiny = ReplicaSettings(lag_time_max_ms=30_000, fetch_wait_max_ms=200, fetch_backoff_ms=100,
+                           fetch_response_max_bytes=100, fetch_max_bytes=100)
+    run(tmp_path, 2, scenario, settings=tiny)

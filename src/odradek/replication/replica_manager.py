@@ -448,6 +448,7 @@ class ReplicaManager:
         for key in list(keys):
             sp = session.partitions.get(key)
             if sp is None:
+                session.dirty.discard(key)
                 continue
             p = sp.partition
             error = sp.error

@@ -104,6 +104,11 @@ def _session_error(ctx: RequestContext, code: ErrorCode) -> Encoded:
                                          error_code=int(code)))
 
 
+def _order(session: ReplicaFetchSession, named: list[SessionKey]) -> list[SessionKey]:
+    seen = set(named)
+    return [*(k for k in session.dirty if k not in seen), *named]
+
+
 def handle_replica_session(ctx: RequestContext, request: Any, replica_id: int) -> Any:
     """A follower's fetch in a session: epoch 0 starts one (a full fetch), a later
     epoch names the changes since the previous fetch (KIP-227)."""
@@ -138,7 +143,9 @@ def handle_replica_session(ctx: RequestContext, request: Any, replica_id: int) -
             session.forget((key, index))
     max_bytes = request.max_bytes
     reads: dict[SessionKey, PartitionRead] = {}
-    total = replicas.read_session(session, [*named, *session.dirty], max_bytes, reads)
+    # what waited since the last answer first: named partitions (just appended to by
+    # the follower) would otherwise take the whole response budget every time
+    total = replicas.read_session(session, _order(session, named), max_bytes, reads)
     max_wait_ms = to_ms(request.max_wait)
     has_error = any(r.error is not None for r in reads.values())
     if full or total >= request.min_bytes or max_wait_ms <= 0 or has_error or session.dirty:
@@ -152,7 +159,7 @@ def handle_replica_session(ctx: RequestContext, request: Any, replica_id: int) -
         finally:
             if session.waiter is waiter:
                 session.waiter = None
-        more = replicas.read_session(session, [*named, *session.dirty], max_bytes, reads)
+        more = replicas.read_session(session, _order(session, named), max_bytes, reads)
         ctx.metrics.on_fetch(total + more)
         return _session_response(ctx, session, reads)
 
