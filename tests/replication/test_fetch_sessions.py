@@ -171,3 +171,45 @@ def test_a_small_response_budget_still_replicates_every_partition(tmp_path: Path
     tiny = ReplicaSettings(lag_time_max_ms=30_000, fetch_wait_max_ms=200, fetch_backoff_ms=100,
                            fetch_response_max_bytes=100, fetch_max_bytes=100)
     run(tmp_path, 2, scenario, settings=tiny)
+
+
+def test_acks_all_produces_on_one_connection_are_appended_while_earlier_ones_wait(
+        tmp_path: Path) -> None:
+    """The connection takes the next Produce while an acks=all one waits for the ISR
+    (its records are in the log already); the answers still come in request order."""
+    from odradek.protocol.client_framing import ClientFraming, decode_response, frame_size
+
+    async def scenario(c: Cluster) -> None:
+        c.create_topic("t", (1, 2))
+        leader = c.nodes[1]
+        await c.kill(2)  # still in the ISR for the lag time: acks=all waits
+        module = sys.modules[request_class(0, 9).__module__]
+        framing = ClientFraming("pipelined")
+        reader, writer = await asyncio.open_connection("127.0.0.1", leader.port)
+        try:
+            ids = []
+            for i in range(3):
+                body = module.ProduceRequest(
+                    transactional_id=None, acks=-1,
+                    timeout=datetime.timedelta(milliseconds=30_000),
+                    topic_data=(module.TopicProduceData(name="t", partition_data=(
+                        module.PartitionProduceData(index=0, records=batch(f"v{i}")),)),))
+                cid, frame = framing.request(0, 9, body)
+                ids.append(cid)
+                writer.write(frame)
+            # all three are in the log while the first still waits for the follower
+            await until(lambda: leader.partition("t").log.log_end_offset == 3, timeout=5,
+                        what="the three produces appended")
+            await c.restart(2)  # the follower comes back and catches up: all complete
+            answers = []
+            for cid in ids:
+                size = frame_size(await reader.readexactly(4))
+                r = decode_response(0, 9, await reader.readexactly(size), cid)  # in order
+                answers.append(r.responses[0].partition_responses[0])
+            assert [a.base_offset for a in answers] == [0, 1, 2]
+            assert {a.error_code for a in answers} == {ErrorCode.none}
+        finally:
+            writer.close()
+
+    slow = ReplicaSettings(lag_time_max_ms=30_000, fetch_wait_max_ms=200, fetch_backoff_ms=100)
+    run(tmp_path, 2, scenario, settings=slow)
