@@ -142,6 +142,8 @@ def test_an_authorizer_is_one_of_kafkas_and_not_on_zookeeper_yet() -> None:
     ({"replica.fetch.wait.max.ms": "2000", "replica.lag.time.max.ms": "1000"},
      r"replica\.fetch\.wait\.max\.ms should always be less"),
     ({"replica.socket.receive.buffer.bytes": "-2"}, r"replica\.socket\.receive\.buffer"),
+    ({"leader.replication.throttled.rate": "1000000"},
+     r"leader\.replication\.throttled\.rate is not supported yet"),
 ])
 def test_replica_settings_kafka_refuses_stop_the_start(overrides: dict[str, str],
                                                          message: str) -> None:
