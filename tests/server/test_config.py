@@ -149,3 +149,25 @@ def test_an_authorizer_is_one_of_kafkas_and_not_on_zookeeper_yet() -> None:
     with pytest.raises(ConfigError, match=r"super\.users"):
         BrokerConfig.load(environ={}, overrides={
             "authorizer.class.name": "acl", "super.users": "admin-without-type"})
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"replica.selector.class": "com.example.MySelector"},
+     r"replica\.selector\.class: com\.example\.MySelector is not one"),
+    ({"replica.fetch.wait.max.ms": "40000"}, r"replica\.socket\.timeout\.ms should"),
+    ({"replica.fetch.wait.max.ms": "2000", "replica.lag.time.max.ms": "1000"},
+     r"replica\.fetch\.wait\.max\.ms should always be less"),
+    ({"replica.socket.receive.buffer.bytes": "-2"}, r"replica\.socket\.receive\.buffer"),
+    ({"leader.replication.throttled.rate": "1000000"},
+     r"leader\.replication\.throttled\.rate is not supported yet"),
+])
+def test_replica_settings_kafka_refuses_stop_the_start(overrides: dict[str, str],
+                                                         message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.load(environ={}, overrides=overrides)
+
+
+def test_the_rack_aware_selector_is_accepted() -> None:
+    name = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+    config = BrokerConfig.load(environ={}, overrides={"replica.selector.class": name})
+    assert config["replica.selector.class"] == name

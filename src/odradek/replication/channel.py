@@ -9,6 +9,8 @@ native reader hands the records out as bytes without looking inside them).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from typing import Any
 
 from odradek.protocol.client_framing import (
@@ -21,7 +23,9 @@ from odradek.protocol.client_framing import (
 
 
 class BrokerChannel:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
+                 receive_buffer_bytes: int = -1) -> None:
+        self.receive_buffer_bytes = receive_buffer_bytes  # -1: the OS's (autotuned)
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -35,8 +39,25 @@ class BrokerChannel:
         return self._writer is not None and not self._writer.is_closing()
 
     async def connect(self) -> None:
-        self._reader, self._writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, limit=1 << 20), self.timeout_s)
+        self._reader, self._writer = await asyncio.wait_for(self._open(), self.timeout_s)
+
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        if self.receive_buffer_bytes <= 0:
+            return await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+        # SO_RCVBUF before connecting, so that the window it implies is negotiated
+        loop = asyncio.get_running_loop()
+        family, kind, proto, _, address = (await loop.getaddrinfo(
+            self.host, self.port, type=socket.SOCK_STREAM))[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
+            await loop.sock_connect(sock, address)
+            return await asyncio.open_connection(sock=sock, limit=1 << 20)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                sock.close()
+            raise
 
     def close(self) -> None:
         if self._writer is not None:

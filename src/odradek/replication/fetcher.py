@@ -60,6 +60,13 @@ def fetcher_index(topic: str, partition: int, num_fetchers: int) -> int:
 
 
 class ReplicaFetcher:
+    """One fetcher: its partitions, and the incremental session with their leader.
+
+    Nothing here scans every partition per round: the partitions whose position may
+    have moved (appended to, added, removed, delayed, truncated) are kept in
+    `_changed`, and a round looks at those only, as the leader does with its session.
+    """
+
     def __init__(self, manager: FetcherManager, source: int, index: int) -> None:
         self.manager = manager
         self.source = source
@@ -68,15 +75,30 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._channel: BrokerChannel | None = None
         self._stopped = False
+        self._truncating: set[TopicPartition] = set()
+        self._delayed: set[TopicPartition] = set()
+        self._changed: set[TopicPartition] = set()
+        # the incremental fetch session with the leader: its id (0: none yet), the
+        # epoch of our next fetch, and (offset, log start, epoch) of each partition
+        # as the leader's session holds it
+        self._session_id = 0
+        self._session_epoch = 0
+        self._session_sent: dict[TopicPartition, tuple[int, int, int]] = {}
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"replica-fetcher-{source}-{index}")
 
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         self.partitions[tp] = FetchState(leader_epoch)
+        self._truncating.add(tp)
+        self._delayed.discard(tp)
+        self._changed.add(tp)
         self._wake.set()
 
     def remove(self, tp: TopicPartition) -> None:
-        self.partitions.pop(tp, None)
+        if self.partitions.pop(tp, None) is not None:
+            self._truncating.discard(tp)
+            self._delayed.discard(tp)
+            self._changed.add(tp)  # forgotten in the session by the next fetch
 
     async def stop(self) -> None:
         # the flag too: Python 3.11's wait_for may turn a cancellation into the error
@@ -94,7 +116,7 @@ class ReplicaFetcher:
         settings = self.manager.settings
         loop = asyncio.get_running_loop()
         while not self._stopped:
-            if not self.partitions:
+            if not self.partitions and not self._session_sent:
                 self._wake.clear()
                 await self._wake.wait()
                 continue
@@ -104,16 +126,16 @@ class ReplicaFetcher:
                     await asyncio.sleep(settings.fetch_backoff_ms / 1000)
                     continue
                 now = loop.time()
-                ready = {tp: s for tp, s in self.partitions.items() if s.delayed_until <= now}
-                if not ready:
-                    soonest = min(s.delayed_until for s in self.partitions.values())
-                    await self._sleep(soonest - now)
-                    continue
-                truncating = {tp: s for tp, s in ready.items() if s.truncating}
+                soonest = self._expire_delays(now)
+                truncating = {tp: self.partitions[tp] for tp in self._truncating
+                              if self.partitions[tp].delayed_until <= now}
                 if truncating:
                     await self._truncate(channel, truncating)
+                elif self._session_sent or self._changed or (
+                        self._session_id == 0 and len(self._delayed) < len(self.partitions)):
+                    await self._fetch(channel, now)
                 else:
-                    await self._fetch(channel, ready)
+                    await self._sleep((soonest or now + 1) - now)
             except asyncio.CancelledError:
                 raise
             except _RETRIABLE as exc:
@@ -125,6 +147,21 @@ class ReplicaFetcher:
                 log.exception("replica fetcher %d-%d failed", self.source, self.index)
                 self._close()
                 await asyncio.sleep(settings.fetch_backoff_ms / 1000)
+
+    def _expire_delays(self, now: float) -> float | None:
+        """Partitions whose backoff ended go back into the session; returns when the
+        next one ends."""
+        soonest = None
+        for tp in list(self._delayed):
+            state = self.partitions.get(tp)
+            if state is None:
+                self._delayed.discard(tp)
+            elif state.delayed_until <= now:
+                self._delayed.discard(tp)
+                self._changed.add(tp)
+            elif soonest is None or state.delayed_until < soonest:
+                soonest = state.delayed_until
+        return soonest
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
@@ -140,12 +177,14 @@ class ReplicaFetcher:
             self._close()  # the leader moved to a new address (it restarted)
             ch = None
         if ch is None:
+            settings = self.manager.settings
             ch = self._channel = BrokerChannel(
                 endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.node_id}",
-                self.manager.settings.socket_timeout_ms / 1000)
+                settings.socket_timeout_ms / 1000, settings.socket_receive_buffer_bytes)
         return ch
 
     def _close(self) -> None:
+        self._reset_session()
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -153,6 +192,18 @@ class ReplicaFetcher:
     def _delay(self, tp: TopicPartition, state: FetchState) -> None:
         backoff = self.manager.settings.fetch_backoff_ms / 1000
         state.delayed_until = asyncio.get_running_loop().time() + backoff
+        if self.partitions.get(tp) is state:
+            self._delayed.add(tp)
+            self._changed.add(tp)  # out of the session until the backoff ends
+
+    def _set_truncating(self, tp: TopicPartition, state: FetchState, truncating: bool) -> None:
+        state.truncating = truncating
+        if self.partitions.get(tp) is state:
+            if truncating:
+                self._truncating.add(tp)
+            else:
+                self._truncating.discard(tp)
+            self._changed.add(tp)
 
     def _current(self, tp: TopicPartition, state: FetchState) -> Partition | None:
         """The partition, if it is still ours to follow as it was when we asked."""
@@ -176,7 +227,7 @@ class ReplicaFetcher:
             if latest is None:
                 # no epochs to compare: only what the old leader had committed is safe
                 self._truncate_log(p, p.log.high_watermark)
-                state.truncating = False
+                self._set_truncating(tp, state, False)
                 continue
             asked[tp] = (state, latest)
         if not asked:
@@ -207,7 +258,7 @@ class ReplicaFetcher:
                     continue
                 target, done = truncation_target(p, r.leader_epoch, r.end_offset)
                 self._truncate_log(p, target)
-                state.truncating = not done
+                self._set_truncating(tp, state, not done)
 
     def _truncate_log(self, p: Partition, offset: int) -> None:
         leo = p.log.log_end_offset
@@ -218,46 +269,108 @@ class ReplicaFetcher:
 
     # ---- fetching -----------------------------------------------------------------
 
-    async def _fetch(self, channel: BrokerChannel, states: dict[TopicPartition, FetchState]
-                     ) -> None:
+    def _fetchable(self, tp: TopicPartition, now: float) -> tuple[int, int, int] | None:
+        """(offset, log start, epoch) to fetch `tp` at, or None if it is not fetched
+        now (gone, truncating, backing off)."""
+        state = self.partitions.get(tp)
+        if state is None or state.truncating or state.delayed_until > now:
+            return None
+        p = self._current(tp, state)
+        if p is None:
+            return None
+        return p.log.log_end_offset, p.log.log_start_offset, state.leader_epoch
+
+    async def _fetch(self, channel: BrokerChannel, now: float) -> None:
+        """One fetch in the incremental session with this leader (KIP-227): the first
+        names every partition, later ones only those whose offset, log start or epoch
+        changed since, and forget those no longer fetched here."""
         settings = self.manager.settings
         module = sys.modules[request_class(1, FETCH_VERSION).__module__]
-        sent: dict[TopicPartition, tuple[FetchState, int]] = {}
+        full = self._session_id == 0
+        names = list(self.partitions) if full else list(self._changed)
+        self._changed.clear()
+        positions: dict[TopicPartition, tuple[int, int, int] | None] = {
+            tp: self._fetchable(tp, now) for tp in names}
         by_topic: dict[str, list[Any]] = {}
-        for tp, state in states.items():
-            p = self._current(tp, state)
-            if p is None:
-                continue
-            offset = p.log.log_end_offset
-            sent[tp] = (state, offset)
-            by_topic.setdefault(tp[0], []).append(module.FetchPartition(
-                partition=tp[1], current_leader_epoch=state.leader_epoch, fetch_offset=offset,
-                log_start_offset=p.log.log_start_offset,
-                partition_max_bytes=settings.fetch_max_bytes))
-        if not sent:
+        forgotten: dict[str, list[int]] = {}
+        for tp, position in positions.items():
+            if position is None:
+                if not full and tp in self._session_sent:
+                    forgotten.setdefault(tp[0], []).append(tp[1])
+            elif full or self._session_sent.get(tp) != position:
+                offset, start, epoch = position
+                by_topic.setdefault(tp[0], []).append(module.FetchPartition(
+                    partition=tp[1], current_leader_epoch=epoch, fetch_offset=offset,
+                    log_start_offset=start, partition_max_bytes=settings.fetch_max_bytes))
+        if full and not by_topic:
+            # nothing to fetch until the metadata moves (a new leader or epoch)
+            await self._sleep(settings.fetch_backoff_ms / 1000)
             return
         wait_ms = settings.fetch_wait_max_ms
+        epoch = 0 if full else self._session_epoch
         body = module.FetchRequest(
             replica_id=self.manager.node_id, max_wait=_ms(wait_ms),
             min_bytes=settings.fetch_min_bytes, max_bytes=settings.fetch_response_max_bytes,
-            isolation_level=0, session_id=0, session_epoch=-1,
+            isolation_level=0, session_id=self._session_id, session_epoch=epoch,
             topics=tuple(module.FetchTopic(topic=t, partitions=tuple(ps))
                          for t, ps in by_topic.items()),
-            forgotten_topics_data=(), rack_id="")
-        response = await channel.call(1, FETCH_VERSION, body, extra_wait_s=wait_ms / 1000)
+            forgotten_topics_data=tuple(module.ForgottenTopic(topic=t, partitions=tuple(ps))
+                                        for t, ps in forgotten.items()),
+            rack_id="")
+        try:
+            response = await channel.call(1, FETCH_VERSION, body, extra_wait_s=wait_ms / 1000)
+        except BaseException:
+            self._reset_session()
+            raise
+        if response.error_code in (ErrorCode.fetch_session_id_not_found,
+                                   ErrorCode.invalid_fetch_session_epoch):
+            log.info("replica fetcher %d-%d: session %d with broker %d: %s; starting a new "
+                     "one", self.source, self.index, self._session_id, self.source,
+                     ErrorCode(response.error_code).name)
+            self._reset_session()
+            return
         if response.error_code != ErrorCode.none:
+            self._reset_session()
             raise ConnectionError(f"fetch failed: {ErrorCode(response.error_code).name}")
+        # what the leader's session holds now (also what this answer is about)
+        sent = {} if full else self._session_sent
+        for tp, position in positions.items():
+            if position is None:
+                sent.pop(tp, None)
+            else:
+                sent[tp] = position
+        if response.session_id == 0:
+            self._reset_session()  # the leader keeps no session: every fetch is full
+        else:
+            self._session_sent = sent
+            self._session_id = response.session_id
+            self._session_epoch = 1 if epoch >= 2**31 - 1 else epoch + 1
         for topic in response.responses:
             for r in topic.partitions:
                 tp = (topic.topic, r.partition_index)
-                if tp in sent:
-                    state, offset = sent[tp]
-                    self._process(tp, state, offset, r)
+                position = sent.get(tp)
+                state = self.partitions.get(tp)
+                if position is None or state is None:
+                    continue
+                if self._process(tp, state, position[0], r):
+                    self._changed.add(tp)
+                else:
+                    # not applied: name it again next time, so that the leader
+                    # reads it again even if it has nothing newer
+                    self._session_sent.pop(tp, None)
+                    self._changed.add(tp)
 
-    def _process(self, tp: TopicPartition, state: FetchState, offset: int, r: Any) -> None:
+    def _reset_session(self) -> None:
+        self._session_id = 0
+        self._session_epoch = 0
+        self._session_sent = {}
+        self._changed.clear()  # the next fetch is a full one
+
+    def _process(self, tp: TopicPartition, state: FetchState, offset: int, r: Any) -> bool:
+        """Apply one partition's answer; False if it was not (for the session)."""
         p = self._current(tp, state)
         if p is None or p.log.log_end_offset != offset:
-            return  # the partition moved on while the fetch was out
+            return False  # the partition moved on while the fetch was out
         code = r.error_code
         if code == ErrorCode.none:
             try:
@@ -269,22 +382,27 @@ class ReplicaFetcher:
                 hw = min(r.high_watermark, lg.log_end_offset)
                 if hw > lg.high_watermark:
                     lg.high_watermark = hw
+                    for waiter in list(p.waiters):  # consumers reading here (KIP-392)
+                        waiter.complete()
                 lg.maybe_flush()
             except KafkaError as exc:
                 log.warning("follower append to %s-%d failed: %s", *tp, exc)
                 self._delay(tp, state)
-        elif code == ErrorCode.offset_out_of_range:
+                return False
+            return True
+        if code == ErrorCode.offset_out_of_range:
             if r.log_start_offset > offset:
                 # the leader deleted what we would fetch next: start over at its start
                 log.info("%s-%d: fetch offset %d is below the leader's log start %d", *tp,
                          offset, r.log_start_offset)
                 p.log.truncate_fully_and_start_at(r.log_start_offset)
             else:
-                state.truncating = True  # the leader's log is shorter: find where
+                self._set_truncating(tp, state, True)  # the leader's log is shorter
         else:
             log.info("fetch of %s-%d from broker %d: %s", *tp, self.source,
                      ErrorCode(code).name if code in ErrorCode._value2member_map_ else code)
             self._delay(tp, state)
+        return False
 
 
 def truncation_target(p: Partition, leader_epoch: int, leader_end: int) -> tuple[int, bool]:

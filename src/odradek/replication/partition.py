@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -32,6 +33,7 @@ from odradek.protocol.errors import (
     UnknownLeaderEpoch,
 )
 from odradek.replication.delayed_produce import DelayedProduce
+from odradek.replication.fetch_session import ReplicaFetchSession, SessionKey
 from odradek.replication.purgatory import DelayedFetch
 from odradek.storage.producer_state import AppendOrigin
 
@@ -78,6 +80,8 @@ class Partition:
     # (end offset, bytes) of appends above the high watermark, so that a high watermark
     # advance can tell waiting consumer fetches how many bytes became readable
     _unreplicated: deque[tuple[int, int]] = field(default_factory=deque)
+    # followers' incremental fetch sessions holding this partition, with its key there
+    sessions: dict[ReplicaFetchSession, SessionKey] = field(default_factory=dict)
 
     @property
     def high_watermark(self) -> int:
@@ -101,6 +105,9 @@ class Partition:
         if not info.duplicate:
             # the only in-sync replica: everything appended is committed
             self.log.high_watermark = self.log.log_end_offset
+            if self.sessions:  # followers out of the ISR, catching up
+                for session, key in self.sessions.items():
+                    session.on_data(key, len(records))
             if self.waiters:
                 nbytes = len(records)
                 stable = self.log.last_stable_offset > lso
@@ -150,6 +157,8 @@ class Partition:
         """New data above the high watermark: followers may fetch it now; consumers
         must wait until the ISR has it."""
         self._unreplicated.append((self.log.log_end_offset, nbytes))
+        for session, key in self.sessions.items():
+            session.on_data(key, nbytes)
         for waiter in list(self.waiters):
             if waiter.replica:
                 waiter.on_append(nbytes)
@@ -171,6 +180,8 @@ class Partition:
             self.log.maybe_flush()
             return info
         self.log.high_watermark = self.log.log_end_offset
+        for session, key in self.sessions.items():
+            session.on_data(key, 1)
         if self.waiters and self.log.last_stable_offset > lso:
             # what became readable is not known in bytes: let read_committed waiters
             # read again (uncommitted ones saw the data when it was appended)
@@ -262,8 +273,16 @@ class Partition:
             waiter.satisfy((self.topic, self.index), ErrorCode.not_leader_or_follower)
         for fetch in list(self.waiters):
             fetch.complete()
+        for session, key in list(self.sessions.items()):
+            session.on_change(key, wake=True)
 
     # ---- followers ----------------------------------------------------------------
+
+    def is_assigned(self, replica_id: int) -> bool:
+        """A follower may fetch only if it is one of the partition's other replicas
+        (a single broker's partitions list none: any replica id then reads)."""
+        return not self.replicas or (replica_id in self.replicas
+                                     and replica_id != self.node_id)
 
     def on_follower_fetch(self, replica_id: int, fetch_offset: int, now: int) -> bool:
         """Record a follower's fetch; True when it may now join the ISR."""
@@ -285,13 +304,23 @@ class Partition:
                 and fetch_offset >= self.log.high_watermark
                 and fetch_offset >= self.epoch_start_offset)
 
-    def out_of_sync(self, now: int, lag_ms: int) -> list[int]:
-        """In-sync followers that have not caught up within `lag_ms`."""
+    def out_of_sync(self, now: int, lag_ms: int,
+                    session_fetch_ms: Mapping[int, int] | None = None) -> list[int]:
+        """In-sync followers that have not caught up within `lag_ms`.
+
+        `session_fetch_ms`: when each follower last fetched in an incremental session.
+        Such a fetch names only partitions whose offset moved, yet it fetches every
+        partition of the session again (as Kafka's leader counts it): one at our log
+        end at its last report was caught up at that fetch."""
         out = []
+        leo = self.log.log_end_offset
         for r in self.isr:
             if r == self.node_id:
                 continue
             state = self.followers.get(r)
+            if state is not None and session_fetch_ms and state.log_end_offset >= leo:
+                state.last_caught_up_ms = max(state.last_caught_up_ms,
+                                              session_fetch_ms.get(r, 0))
             if state is None or now - state.last_caught_up_ms > lag_ms:
                 out.append(r)
         return out
@@ -323,6 +352,8 @@ class Partition:
         nbytes = 0
         while self._unreplicated and self._unreplicated[0][0] <= hw:
             nbytes += self._unreplicated.popleft()[1]
+        for session, key in self.sessions.items():
+            session.on_change(key)  # the followers learn the new watermark
         if self.waiters:
             stable = self.log.last_stable_offset > lso_before
             for waiter in list(self.waiters):

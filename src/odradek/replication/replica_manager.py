@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
+from odradek.replication.fetch_session import FetchSessionCache, ReplicaFetchSession, SessionKey
 from odradek.replication.fetcher import FetcherManager
 from odradek.replication.partition import FollowerState, Partition, now_ms
 from odradek.replication.settings import ReplicaSettings
@@ -53,6 +54,15 @@ class PartitionRead:
     # read_committed only: (producer id, first offset) of the aborted transactions the
     # records overlap; None for read_uncommitted (FetchResponse writes null then)
     aborted: list[tuple[int, int]] | None = None
+    preferred_read_replica: int = -1  # KIP-392: read from this broker instead
+
+
+def _unassigned(p: Partition) -> PartitionRead:
+    """A fetch from a broker that is not one of the partition's replicas: no records
+    and no position recorded, as Kafka's leader answers it (it reads nothing past the
+    high watermark to a stranger)."""
+    return PartitionRead(p, None, b"", p.high_watermark, p.last_stable_offset,
+                         p.log.log_start_offset)
 
 
 AlterIsr = Callable[[str, int, int, int, tuple[int, ...]], Awaitable["PartitionInfo | None"]]
@@ -77,6 +87,10 @@ class ReplicaManager:
         self._isr_check: asyncio.Task[None] | None = None
         self._hw_checkpoint: asyncio.Task[None] | None = None
         self._listener: str | None = None
+        # followers' incremental fetch sessions (KIP-227), and when each follower last
+        # fetched in one (it fetches every partition of its session each time)
+        self.fetch_sessions = FetchSessionCache()
+        self.session_fetch_ms: dict[int, int] = {}
 
     def configure(self, get: Callable[[str], Any]) -> None:
         """Read the replica.* properties (e.g. `configure(broker.config.__getitem__)`)."""
@@ -234,7 +248,7 @@ class ReplicaManager:
         for p in list(self.partitions.values()):
             if not p.is_leader or len(p.isr) <= 1 or p.pending_isr is not None:
                 continue
-            out = p.out_of_sync(now, lag)
+            out = p.out_of_sync(now, lag, self.session_fetch_ms)
             if out:
                 log.info("%s-%d: followers %s have not caught up in %d ms", p.topic, p.index,
                          out, lag)
@@ -261,6 +275,7 @@ class ReplicaManager:
         self._isr_check = self._hw_checkpoint = None
         if self._fetchers is not None:
             await self._fetchers.shutdown()
+        self.fetch_sessions.close_all()
         for p in self.partitions.values():
             p.fail_waiters()
 
@@ -280,6 +295,40 @@ class ReplicaManager:
         p.check_leader(current_leader_epoch)
         return p
 
+    def get_readable(self, topic: str, index: int, current_leader_epoch: int = -1
+                     ) -> Partition:
+        """The partition, if a consumer may read it here (KIP-392): this broker leads
+        it, or follows a leader at `current_leader_epoch` (-1: any)."""
+        p = self.get(topic, index)
+        if p.is_leader:
+            p.check_leader(current_leader_epoch)
+        elif p.leader < 0 or self._fetchers is None or \
+                self._fetchers.following((topic, index)) is None:
+            raise NotLeaderOrFollower(
+                f"broker {self.node_id} does not replicate {topic}-{index} now")
+        else:
+            p.check_leader_epoch(current_leader_epoch)
+        return p
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, offset: int) -> int:
+        """Kafka's RackAwareReplicaSelector: the replica in the client's rack that has
+        `offset`, the leader first; -1 for the leader itself (or when none fits)."""
+        image = self._image
+        if not client_rack or not p.is_leader or image is None:
+            return -1
+        me = image.brokers.get(self.node_id)
+        if me is not None and me.rack == client_rack:
+            return -1
+        for r in p.replicas:
+            state = p.followers.get(r)
+            info = image.brokers.get(r)
+            if (r != self.node_id and state is not None and info is not None
+                    and not info.fenced and info.rack == client_rack and r in p.isr
+                    and state.log_end_offset >= offset
+                    and offset >= p.log.log_start_offset):
+                return r
+        return -1
+
     def add(self, partition: Partition) -> None:
         partition.node_id = self.node_id
         self.partitions[(partition.topic, partition.index)] = partition
@@ -291,7 +340,7 @@ class ReplicaManager:
             if self._fetchers is not None:
                 self._fetchers.remove((p.topic, p.index))
             self._seen.discard((p.topic, p.index))
-            p.fail_waiters()
+            p.fail_waiters()  # also tells the fetch sessions holding it
         return gone
 
     def topic_partitions(self, topic: str) -> list[Partition]:
@@ -307,6 +356,8 @@ class ReplicaManager:
         max_bytes: int,
         read_committed: bool,
         replica_id: int = -1,
+        client_rack: str = "",
+        from_followers: bool = False,
     ) -> tuple[list[PartitionRead], int]:
         """Read each (partition, error, offset, partition_max_bytes) within `max_bytes` overall.
 
@@ -314,7 +365,10 @@ class ReplicaManager:
         larger than the limits (KIP-74), so a consumer always makes progress. A
         follower (`replica_id` ≥ 0) reads up to the log end, and its fetch offset is
         its log end: recorded before reading, so the high watermark it gets back
-        already counts it.
+        already counts it. With `from_followers` (a consumer's Fetch v11+) a follower
+        serves consumers up to its high watermark; with `client_rack` (and the
+        rack-aware selector on) the leader may point the consumer to a follower in
+        its rack instead of answering (KIP-392).
         """
         results: list[PartitionRead] = []
         total = 0
@@ -324,12 +378,24 @@ class ReplicaManager:
             if partition is None:
                 results.append(PartitionRead(None, error))
                 continue
-            if not partition.is_leader:
+            if not partition.is_leader and (follower or not from_followers
+                                            or partition.leader < 0):
                 # leadership moved while the fetch waited
                 results.append(PartitionRead(None, NotLeaderOrFollower(
                     f"not the leader of {partition.topic}-{partition.index}")))
                 continue
+            if client_rack and not follower:
+                preferred = self.preferred_read_replica(partition, client_rack, offset)
+                if preferred >= 0:  # no records: the client asks that replica
+                    results.append(PartitionRead(
+                        partition, None, b"", partition.high_watermark,
+                        partition.last_stable_offset, partition.log.log_start_offset,
+                        None if not read_committed else [], preferred))
+                    continue
             limit: int | None
+            if follower and not partition.is_assigned(replica_id):
+                results.append(_unassigned(partition))
+                continue
             if follower:
                 if (partition.on_follower_fetch(replica_id, offset, now)
                         and self._eligible_for_isr(replica_id)):
@@ -370,3 +436,62 @@ class ReplicaManager:
                 )
             )
         return results, total
+
+    def read_session(self, session: ReplicaFetchSession, keys: Iterable[SessionKey],
+                     max_bytes: int, out: dict[SessionKey, PartitionRead]) -> int:
+        """Read the session's partitions `keys` (those the fetch named and those that
+        changed since the last answer) into `out`, skipping partitions with nothing
+        new for the follower; returns the bytes read."""
+        replica_id = session.replica_id
+        now = self.session_fetch_ms[replica_id] = now_ms()
+        total = 0
+        for key in list(keys):
+            sp = session.partitions.get(key)
+            if sp is None:
+                session.dirty.discard(key)
+                continue
+            p = sp.partition
+            error = sp.error
+            if p is not None and error is None:
+                if self.partitions.get((p.topic, p.index)) is not p:
+                    error = UnknownTopicOrPartition(
+                        f"This server does not host this topic-partition {p.topic}-{p.index}")
+                elif not p.is_leader:
+                    error = NotLeaderOrFollower(f"not the leader of {p.topic}-{p.index}")
+                else:
+                    try:
+                        p.check_leader_epoch(sp.leader_epoch)
+                    except KafkaError as e:
+                        error = e
+            if p is None or error is not None:
+                out[key] = PartitionRead(None, error)
+                session.dirty.discard(key)
+                continue
+            if not p.is_assigned(replica_id):
+                out[key] = _unassigned(p)
+                session.dirty.discard(key)
+                continue
+            if p.on_follower_fetch(replica_id, sp.fetch_offset, now) and self._eligible_for_isr(
+                    replica_id):
+                self._change_isr(p, (*p.isr, replica_id))
+            lg = p.log
+            budget = min(sp.max_bytes, max(max_bytes - total, 0))
+            try:
+                records = lg.read(sp.fetch_offset, budget, max_offset=None,
+                                  min_one_batch=total == 0).records
+            except KafkaError as e:
+                out[key] = PartitionRead(p, e, high_watermark=p.high_watermark,
+                                         last_stable_offset=p.last_stable_offset,
+                                         log_start_offset=lg.log_start_offset)
+                session.dirty.discard(key)
+                continue
+            total += len(records)
+            hw, lso, start = p.high_watermark, p.last_stable_offset, lg.log_start_offset
+            if records or hw != sp.sent_hw or lso != sp.sent_lso or start != sp.sent_log_start:
+                out[key] = PartitionRead(p, None, records, hw, lso, start)
+                sp.sent_hw, sp.sent_lso, sp.sent_log_start = hw, lso, start
+            # with records the follower names it again at its new offset; without, it
+            # stays to look at while there is more than the budget let through
+            if records or sp.fetch_offset >= lg.log_end_offset:
+                session.dirty.discard(key)
+        return total

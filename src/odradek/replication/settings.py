@@ -11,6 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.configdef import ConfigError
+
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+SELECTORS = (RACK_AWARE_SELECTOR, "org.apache.kafka.common.replica.LeaderSelector")
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicaSettings:
@@ -23,6 +28,19 @@ class ReplicaSettings:
     fetch_backoff_ms: int = 1000
     socket_timeout_ms: int = 30_000
     hw_checkpoint_interval_ms: int = 5000
+    socket_receive_buffer_bytes: int = 65_536
+    rack_aware_selector: bool = False  # replica.selector.class (KIP-392)
+
+    def __post_init__(self) -> None:
+        # Kafka's own start-up checks (KafkaConfig)
+        if self.fetch_wait_max_ms > self.socket_timeout_ms:
+            raise ConfigError("replica.socket.timeout.ms should always be at least "
+                              "replica.fetch.wait.max.ms to prevent unnecessary socket "
+                              "timeouts")
+        if self.fetch_wait_max_ms > self.lag_time_max_ms:
+            raise ConfigError("replica.fetch.wait.max.ms should always be less than or "
+                              "equal to replica.lag.time.max.ms to prevent frequent changes "
+                              "in ISR")
 
     @classmethod
     def from_config(cls, get: Callable[[str], Any]) -> ReplicaSettings:
@@ -37,4 +55,16 @@ class ReplicaSettings:
             fetch_backoff_ms=int(get("replica.fetch.backoff.ms")),
             socket_timeout_ms=int(get("replica.socket.timeout.ms")),
             hw_checkpoint_interval_ms=int(get("replica.high.watermark.checkpoint.interval.ms")),
+            socket_receive_buffer_bytes=int(get("replica.socket.receive.buffer.bytes")),
+            rack_aware_selector=_selector(get("replica.selector.class")),
         )
+
+
+def _selector(name: Any) -> bool:
+    if not name:
+        return False
+    chosen = str(name).strip()
+    if chosen not in SELECTORS:
+        raise ConfigError(f"replica.selector.class: {chosen} is not one this broker runs "
+                          f"({', '.join(SELECTORS)})")
+    return chosen == RACK_AWARE_SELECTOR

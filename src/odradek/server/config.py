@@ -24,6 +24,7 @@ from odradek.configdef import (
     ConfigType,
     read_properties,
 )
+from odradek.replication.settings import ReplicaSettings
 from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
 from odradek.security.authorizer import AclAuthorizer
 from odradek.server.connection_limits import ConnectionLimits
@@ -182,6 +183,13 @@ BROKER_CONFIGS = ConfigTable(
         ConfigDef("replica.socket.timeout.ms", _T.INT, 30_000,
                   "Socket timeout of a follower's requests to the leader.", minimum=1,
                   read_only=True),
+        ConfigDef("replica.socket.receive.buffer.bytes", _T.INT, 65_536,
+                  "SO_RCVBUF of a follower's connections to leaders (-1: the OS's).",
+                  minimum=-1, read_only=True),
+        ConfigDef("replica.selector.class", _T.STRING, None,
+                  "Picks the replica a consumer with client.rack reads from (KIP-392): "
+                  "org.apache.kafka.common.replica.RackAwareReplicaSelector, or unset for "
+                  "the leader.", read_only=True),
         ConfigDef("num.recovery.threads.per.data.dir", _T.INT, 2,
                   "Threads per log dir for recovery at start-up.", minimum=1),
         ConfigDef("producer.id.expiration.ms", _T.INT, 86_400_000,
@@ -311,6 +319,12 @@ _SECURITY_NAMES = frozenset({
     "connections.max.reauth.ms",
     "producer.byte.rate", "consumer.byte.rate", "request.percentage",
 })
+# Kafka's replication throttles (reassignments): not honoured yet, so refused
+_REPLICATION_THROTTLES = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
 # wired into the listeners and the request pipeline so far
 # per listener too (listener.name.<l>.max.connections): connection_limits.py
 _CONNECTION_LIMITS = frozenset({"max.connections", "max.connection.creation.rate"})
@@ -408,6 +422,9 @@ class BrokerConfig:
                     raise ConfigError(
                         f"{name} is not supported by this broker, which will not run "
                         "without a protection you asked for")
+                if name in _REPLICATION_THROTTLES:
+                    raise ConfigError(f"{name} is not supported yet: replication is not "
+                                      "throttled, and a reassignment would run unbounded")
                 log.warning("ignoring unknown broker property %s", name)
                 continue
             parsed[name] = BROKER_CONFIGS[name].parse(value)
@@ -453,6 +470,7 @@ class BrokerConfig:
                                       "(credentials live in the embedded store only)")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
+        ReplicaSettings.from_config(self.__getitem__)  # the replica.* combinations
 
     def __getitem__(self, name: str) -> Any:
         if name in self.dynamic:

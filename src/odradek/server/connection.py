@@ -9,6 +9,9 @@ that claims 100 MB and stalls holds at most the first chunk.
 
 Requests on a connection are handled one at a time, as Kafka does: while a handler
 waits (a long-poll fetch), later requests queue, so responses leave in request order.
+One exception: an acks=all Produce that has appended and only waits for the in-sync
+replicas (`AwaitingReplicas`) lets the next request in; its answer is owed in order
+(`_ordered`), so a producer's throughput is not one request per replication round trip.
 Memory a client controls is bounded both ways: reading pauses while the requests
 queued on the connection pass a byte or count bound, and while the transport holds
 more than its high-water mark of unsent response bytes (a client that does not read
@@ -25,7 +28,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any, cast
 
-from odradek.server.handlers.base import CLOSE_CONNECTION
+from odradek.server.handlers.base import CLOSE_CONNECTION, AwaitingReplicas
 from odradek.server.pipeline import Client
 
 if TYPE_CHECKING:
@@ -61,6 +64,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._queue: collections.deque[bytearray] = collections.deque()
         self._queued_bytes = 0
         self._busy = False
+        self._current: asyncio.Future[Any] | None = None
+        # answers owed in request order while acks=all produces wait for the ISR (the
+        # connection handles later requests meanwhile): tasks, or replies ready early
+        self._ordered: collections.deque[Any] = collections.deque()
         self._read_paused = False
         self._write_paused = False
         self._throttled = False  # muted by a quota (KIP-219) until its throttle time ends
@@ -204,16 +211,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _handle(self, frame: bytearray) -> None:
         reply = self.pipeline.process(frame, self.client)
+        if isinstance(reply, AwaitingReplicas):
+            self._mute_if_throttled()  # its throttle is known now, its answer comes later
+            waiting = asyncio.ensure_future(reply.wait)
+            self._ordered.append(waiting)
+            waiting.add_done_callback(self._flush_ordered)
+            self.broker.track(waiting)
+            if len(self._ordered) >= self.broker.max_queued_requests:
+                self._busy = True  # enough in flight: the next waits for the oldest
+            return
         if asyncio.iscoroutine(reply):
             self._busy = True
-            task = asyncio.ensure_future(reply)
+            task = self._current = asyncio.ensure_future(reply)
             task.add_done_callback(self._finish)
             self.broker.track(task)
             return
         self._respond(reply)
 
     def _finish(self, task: asyncio.Future[Any]) -> None:
-        self._busy = False
+        self._busy = len(self._ordered) >= self.broker.max_queued_requests
         if self._closed:
             return
         if task.cancelled() or task.exception() is not None:
@@ -225,6 +241,33 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._respond(task.result())
         self._drain()
 
+    def _flush_ordered(self, _task: asyncio.Future[Any] | None = None) -> None:
+        """Send the answers at the head of the order that are ready."""
+        while self._ordered and not self._closed:
+            head = self._ordered[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    break
+                self._ordered.popleft()
+                if head.cancelled() or head.exception() is not None:
+                    if not head.cancelled():
+                        log.error("request from %s:%d failed", *self.peer,
+                                  exc_info=head.exception())
+                    self.close()
+                    return
+                self._send_reply(head.result())
+            else:
+                self._ordered.popleft()
+                self._send_reply(head)
+        if self._busy and len(self._ordered) < self.broker.max_queued_requests and \
+                not self._pending_task():
+            self._busy = False
+            self._drain()
+
+    def _pending_task(self) -> bool:
+        """A sequential request (not a pipelined produce) is being handled."""
+        return self._current is not None and not self._current.done()
+
     def _drain(self) -> None:
         while (self._queue and not self._busy and not self._write_paused
                and not self._throttled and not self._closed):
@@ -233,7 +276,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._handle(frame)
         self._update_reading()
 
-    def _respond(self, reply: Any) -> None:
+    def _mute_if_throttled(self) -> None:
         channel = self.client.channel
         if channel.throttle_ms > 0:
             # Kafka mutes a throttled client's channel once its response is on its way:
@@ -242,6 +285,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._update_reading()
             asyncio.get_running_loop().call_later(channel.throttle_ms / 1000, self._unmute)
             channel.throttle_ms = 0
+
+    def _respond(self, reply: Any) -> None:
+        self._mute_if_throttled()
+        if self._ordered:  # behind answers still owed
+            self._ordered.append(reply)
+            return
+        self._send_reply(reply)
+
+    def _send_reply(self, reply: Any) -> None:
         if reply is None:
             return
         if reply is CLOSE_CONNECTION:

@@ -36,7 +36,12 @@ from odradek.server.error_responses import error_response
 from odradek.server.handlers import HANDLERS
 from odradek.server.handlers.api_versions import API_KEY as API_VERSIONS
 from odradek.server.handlers.api_versions import unsupported_version_response
-from odradek.server.handlers.base import CLOSE_CONNECTION, Encoded, RequestContext
+from odradek.server.handlers.base import (
+    CLOSE_CONNECTION,
+    AwaitingReplicas,
+    Encoded,
+    RequestContext,
+)
 from odradek.server.listener_security import ConnectionSecurity
 from odradek.server.quota_step import Channel, QuotaStep
 
@@ -174,6 +179,11 @@ class RequestPipeline:
             return self._failed(ctx, request, e, started)
         if finish is not None:
             result = self._finished(result, finish)
+        if isinstance(result, AwaitingReplicas):
+            if encode_in_thread:
+                result = result.wait
+            else:  # the connection may go on with its next request (base.py)
+                return AwaitingReplicas(self._later(ctx, request, result.wait, started))
         if encode_in_thread:
             return self._later(ctx, request, result, started, encode_in_thread=True)
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
@@ -195,6 +205,13 @@ class RequestPipeline:
     @staticmethod
     def _finished(result: Any, finish: Callable[[Any], Any]) -> Any:
         """The response, with what the authorization step kept from the handler added."""
+        if isinstance(result, AwaitingReplicas):
+            waiting = result.wait
+
+            async def then_wait() -> Any:
+                return finish(await waiting)
+
+            return AwaitingReplicas(then_wait())
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             async def then() -> Any:
                 return finish(await result)

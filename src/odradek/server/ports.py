@@ -16,8 +16,14 @@ if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
     from odradek.coordinator.group import GroupCoordinator
     from odradek.protocol.errors import KafkaError
+    from odradek.replication.fetch_session import (
+        FetchSessionCache,
+        ReplicaFetchSession,
+        SessionKey,
+    )
     from odradek.replication.partition import Partition
     from odradek.replication.replica_manager import PartitionRead
+    from odradek.replication.settings import ReplicaSettings
     from odradek.security.authorizer import AclAuthorizer
     from odradek.server.metrics import BrokerMetrics
     from odradek.server.txn_storage import BrokerTransactions
@@ -49,9 +55,22 @@ class Replicas(Protocol):
     def get_leader(self, topic: str, index: int,
                    current_leader_epoch: int = -1) -> Partition: ...
 
+    def get_readable(self, topic: str, index: int,
+                     current_leader_epoch: int = -1) -> Partition: ...
+
     def read(self, wanted: Iterable[tuple[Partition | None, KafkaError | None, int, int]],
-             max_bytes: int, read_committed: bool, replica_id: int = -1
+             max_bytes: int, read_committed: bool, replica_id: int = -1,
+             client_rack: str = "", from_followers: bool = False
              ) -> tuple[list[PartitionRead], int]: ...
+
+    @property
+    def settings(self) -> ReplicaSettings: ...
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
+
+    def read_session(self, session: ReplicaFetchSession, keys: Iterable[SessionKey],
+                     max_bytes: int, out: dict[SessionKey, PartitionRead]) -> int: ...
 
 
 class LogDirs(Protocol):

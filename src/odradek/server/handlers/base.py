@@ -42,6 +42,17 @@ CLOSE_CONNECTION: Any = _Close()
 
 
 @dataclass(frozen=True, slots=True)
+class AwaitingReplicas:
+    """What a Produce handler returns when it has appended and only waits for the
+    in-sync replicas (acks=all): the connection may take its next request meanwhile,
+    since what this one changes is already in the log; responses still leave in order.
+    Without this, each acks=all request holds its connection for a replication round
+    trip, and a producer's throughput is one request per round trip."""
+
+    wait: Awaitable[Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Encoded:
     """A response a handler encoded itself, whole frame included (hot paths)."""
 

@@ -29,6 +29,7 @@ from odradek.replication.partition import Partition
 from odradek.server.handlers.base import (
     CLOSE_CONNECTION,
     ApiHandler,
+    AwaitingReplicas,
     RequestContext,
     build,
     timestamp_or_none,
@@ -140,7 +141,8 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         waiting = {(p.topic, p.index) for p, required in waits
                    if p.wait_for_isr(required, delayed)}
         if waiting:
-            return _after_isr(schema, responses, delayed, waiting, request.timeout_ms)
+            return AwaitingReplicas(
+                _after_isr(schema, responses, delayed, waiting, request.timeout_ms))
     return build(schema.ProduceResponse, responses=tuple(responses))
 
 
