@@ -48,7 +48,7 @@ from odradek.server.txn_storage import BrokerTransactions
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
     read_meta_properties,
-    read_partition_metadata,
+    read_or_repair_partition_metadata,
 )
 from odradek.storage.cleaner_manager import CleanerConfig, owner_via
 from odradek.storage.log_config import LogConfig
@@ -350,9 +350,9 @@ class Broker:
         for existing in self.logs.all_logs():
             key = (existing.topic, existing.partition)
             topic_info = image.topics.get(existing.topic)
-            on_disk = read_partition_metadata(existing.directory)
-            stale = topic_info is not None and on_disk not in (
-                None, uuid_to_kafka(topic_info.topic_id))
+            known = None if topic_info is None else uuid_to_kafka(topic_info.topic_id)
+            on_disk = read_or_repair_partition_metadata(existing.directory, known)
+            stale = known is not None and on_disk not in (None, known)
             if key not in wanted or stale:
                 log.info("deleting log %s-%d: not in the metadata", *key)
                 self.logs.delete(*key)

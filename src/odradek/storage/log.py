@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from odradek.protocol.batch import BatchHeader
+from odradek.protocol.batch import F_BASE_OFFSET, F_EPOCH, BatchHeader
 from odradek.protocol.errors import (
     KafkaStorageError,
     OffsetOutOfRange,
@@ -121,6 +121,11 @@ class Log:
             clean_shutdown=clean_shutdown, now_ms=clock_ms(), leader_epochs=epochs,
             producer_state=producers,
         ).load()  # fmt: skip
+        if epochs.damaged is not None:
+            epochs.rebuild(
+                (h[F_EPOCH], h[F_BASE_OFFSET])
+                for seg in loaded.segments for _, h in seg.batches_from()
+            )  # fmt: skip
         return cls(
             directory, config, loaded.segments, log_start_offset=loaded.log_start_offset,
             log_end_offset=loaded.log_end_offset, recovery_point=loaded.recovery_point,

@@ -55,7 +55,7 @@ from odradek.storage.checkpoints import (
     fsync_dir,
     new_uuid,
     read_meta_properties,
-    read_offsets,
+    read_offsets_or_reset,
     write_atomically,
     write_meta_properties,
     write_offsets,
@@ -205,9 +205,15 @@ class LogManager:
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self.had_clean_shutdown[directory] = clean
-        recovery_points = read_offsets(directory / RECOVERY_POINT_CHECKPOINT)
-        log_starts = read_offsets(directory / LOG_START_OFFSET_CHECKPOINT)
-        high_watermarks = read_offsets(directory / REPLICATION_OFFSET_CHECKPOINT)
+        recovery_points = read_offsets_or_reset(
+            directory / RECOVERY_POINT_CHECKPOINT,
+            "recovery points reset to 0: every partition of the dir is recovered in full")
+        log_starts = read_offsets_or_reset(
+            directory / LOG_START_OFFSET_CHECKPOINT,
+            "log start offsets reset to each partition's first segment")
+        high_watermarks = read_offsets_or_reset(
+            directory / REPLICATION_OFFSET_CHECKPOINT,
+            "high watermarks reset to each log's start until replication sets them")
         jobs: list[tuple[TopicPartition, Path]] = []
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if not entry.is_dir():
