@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -27,11 +28,13 @@ from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
+from odradek.protocol.errors import KafkaStorageError
 from odradek.replication.partition import Partition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.security.authorizer import AclAuthorizer
 from odradek.security.sasl.scram import ScramCredential
 from odradek.server import acl_store
+from odradek.server.acceptor import Acceptor, listening_socket
 from odradek.server.authorization import RequestAuthorizer
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
@@ -51,6 +54,7 @@ from odradek.storage.checkpoints import (
     read_or_repair_partition_metadata,
 )
 from odradek.storage.cleaner_manager import CleanerConfig, owner_via
+from odradek.storage.descriptors import DescriptorReserve
 from odradek.storage.log_config import LogConfig
 from odradek.storage.manager import LogManager
 
@@ -75,7 +79,7 @@ class Broker:
         self._authorizer: AclAuthorizer | None = None
         if config.security_props.get("authorizer.class.name", "").strip():
             self._authorizer = AclAuthorizer.from_config(config.security_props)
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Acceptor] = []
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopping = False
         self._metrics_server: Any = None
@@ -117,6 +121,7 @@ class Broker:
             cleaner_config=self._cleaner_config(),
         )
         self.logs.on_log_moved = self._on_log_moved
+        self.logs.on_dir_offline = lambda d, _: self._on_dir_offline(loop, d)
         await loop.run_in_executor(None, self.logs.startup)
         log.info("loaded %d logs from %s in %.2fs", len(self.logs.all_logs()),
                  ", ".join(str(d) for d in dirs), time.monotonic() - started)
@@ -185,6 +190,8 @@ class Broker:
             self.transactions.stop()
         for server in self._servers:
             await server.wait_closed()
+        if hasattr(self, "descriptor_reserve"):
+            self.descriptor_reserve.close()
         await asyncio.sleep(0)
         if self.zk is not None:
             from odradek.server import zk_membership
@@ -204,19 +211,17 @@ class Broker:
         from odradek.server.connection import KafkaConnection
 
         loop = asyncio.get_running_loop()
+        self.descriptor_reserve = DescriptorReserve()
         for listener in self.config.listeners:
             security = listener_security(
                 self.config.security_props, listener.name,
                 self.config.security_protocol(listener.name), self._scram_credential)
             self.listener_security[listener.name] = security
-            server = await loop.create_server(
-                lambda s=security: KafkaConnection(self, s),  # type: ignore[misc]
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                start_serving=False,
-                backlog=1024,
-                ssl=security.ssl_context,
+            # our own accept loop: on EMFILE uvloop's server closes itself, silently
+            server = Acceptor(
+                loop, listening_socket(listener.host or None, listener.port, backlog=1024),
+                functools.partial(KafkaConnection, self, security),
+                security.ssl_context, self.logs.descriptor_warnings, self.descriptor_reserve,
             )
             sock = server.sockets[0]
             host, port = sock.getsockname()[:2]
@@ -362,6 +367,7 @@ class Broker:
     def _open_partitions(self, topic: str) -> None:
         info = self.controller.image.topics[topic]
         config = self.log_config_for(topic)
+        failed: list[tuple[int, str]] = []
         for p in info.partitions:
             if self.node_id not in p.replicas:
                 continue
@@ -369,12 +375,23 @@ class Broker:
                 continue
             plog = self.logs.get(topic, p.partition)
             if plog is None:
-                plog = self.logs.create(topic, p.partition, config,
-                                        uuid_to_kafka(info.topic_id))
+                try:
+                    plog = self.logs.create(topic, p.partition, config,
+                                            uuid_to_kafka(info.topic_id))
+                except KafkaStorageError as exc:
+                    # as Kafka: the topic exists, this replica is offline (Metadata
+                    # says so); the next change to the topic tries to open it again
+                    failed.append((p.partition, str(exc)))
+                    continue
             if self.zk is None:
                 plog.high_watermark = plog.log_end_offset  # the only replica
             self.replicas.add(Partition(topic, p.partition, info.topic_id, plog, p.leader_epoch))
         self.metrics.partitions.set(len(self.replicas.partitions))
+        if failed:
+            log.error("%d partition(s) of %s could not be opened and are offline here "
+                      "(partitions %s): %s", len(failed), topic,
+                      ",".join(str(i) for i, _ in failed[:20]) + (",…" if len(failed) > 20 else ""),
+                      failed[0][1])  # fmt: skip
 
     def _drop_replicas_moved_away(self, topic: str) -> None:
         """A reassignment took this broker out of the replica set: stop hosting the
@@ -446,6 +463,11 @@ class Broker:
         self.controller.add_listener(partial(self.metrics.on_metadata_change, self.node_id))
         self.metrics.refresh(self)
         self._every(GAUGE_INTERVAL_MS, lambda: self.metrics.refresh(self))
+
+    def _on_dir_offline(self, loop: asyncio.AbstractEventLoop, directory: Path) -> None:
+        """Any thread: the dir's files are closed on the loop, which reads them."""
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the process ends
+            loop.call_soon_threadsafe(self.logs.close_offline_handles, directory)
 
     def _on_log_moved(self, tp: tuple[str, int], moved: Any) -> None:
         """AlterReplicaLogDirs finished: the partition serves from its new log."""

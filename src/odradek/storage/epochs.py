@@ -22,6 +22,7 @@ from odradek.storage.checkpoints import (
     read_text,
     write_atomically,
 )
+from odradek.storage.descriptors import is_exhausted
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class LeaderEpochFileCache:
         self._sync = sync
         # set when the file could not be read: the log rebuilds it from its batches
         self.damaged: str | None = None
+        self.unsaved = False  # a write failed for want of descriptors: retried later
         self._entries: list[EpochEntry] = self._read()
 
     def _read(self) -> list[EpochEntry]:
@@ -83,7 +85,18 @@ class LeaderEpochFileCache:
 
     def flush(self) -> None:
         lines = (f"{e.epoch} {e.start_offset}" for e in self._entries)
-        write_atomically(self.path, format_checkpoint(lines).encode(), sync=self._sync)
+        try:
+            write_atomically(self.path, format_checkpoint(lines).encode(), sync=self._sync)
+        except OSError as exc:
+            if not is_exhausted(exc):
+                raise
+            # Out of descriptors is not a failing disk: the entries stay in memory and
+            # are written by the next change or the close (recovery rebuilds them
+            # from the batches after a crash).
+            log.debug("%s not written for now: %s", self.path, exc)
+            self.unsaved = True
+            return
+        self.unsaved = False
 
     @property
     def entries(self) -> list[EpochEntry]:

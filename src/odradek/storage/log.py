@@ -594,6 +594,8 @@ class Log:
             self.producer_state.update_map_end_offset(self.log_end_offset)
             self.producer_state.take_snapshot(sync=True)
             self._local.close()
+            if self.leader_epochs.unsaved:
+                self.leader_epochs.flush()
             self.closed = True
 
     def close_without_flush(self) -> None:

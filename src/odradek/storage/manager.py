@@ -63,6 +63,7 @@ from odradek.storage.checkpoints import (
 )
 from odradek.storage.cleaner import Owner
 from odradek.storage.cleaner_manager import CleanerConfig, LogCleaner, LogCleanerManager
+from odradek.storage.descriptors import ExhaustionWarnings, is_exhausted
 from odradek.storage.dir_move import FUTURE_DIR_SUFFIX, PartitionMove
 from odradek.storage.log import Log, parse_topic_partition
 from odradek.storage.log_config import LogConfig
@@ -136,6 +137,9 @@ class LogManager:
         self.offline_dirs: dict[Path, str] = {}  # failed dir → the error that took it down
         self._failure_lock = threading.Lock()
         self.on_dir_offline: Callable[[Path, str], None] | None = None
+        # partitions this broker hosts whose log could not be created: why (offline)
+        self.unopened: dict[TopicPartition, str] = {}
+        self.descriptor_warnings = ExhaustionWarnings()
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner_manager = LogCleanerManager([], self._log_items, clock_ms)
         self.cleaner: LogCleaner | None = None
@@ -319,6 +323,8 @@ class LogManager:
                 return
             reason = f"{type(exc).__name__}: {exc}"
             self.offline_dirs[directory] = reason
+        if is_exhausted(exc):
+            self.descriptor_warnings.refused("log dirs taken offline", exc)  # type: ignore[arg-type]
         gone = [tp for tp, d in self._dir_of.copy().items() if d == directory]
         for tp in gone:
             lg = self._logs.get(tp)
@@ -332,6 +338,15 @@ class LogManager:
         )  # fmt: skip
         if self.on_dir_offline is not None:
             self.on_dir_offline(directory, reason)
+
+    def close_offline_handles(self, directory: Path) -> None:
+        """Close the files of a failed dir's logs, so that they do not hold descriptors
+        (or a dying disk) for ever. Called on the thread that reads the logs: a read
+        in flight elsewhere could otherwise be handed a reused descriptor."""
+        for tp, d in list(self._dir_of.items()):
+            lg = self._logs.get(tp)
+            if d == directory and lg is not None and not lg.closed:
+                lg.close_without_flush()
 
     def create(
         self,
@@ -350,6 +365,7 @@ class LogManager:
             raise ValueError(f"negative partition {partition}")
         counts = self._partition_counts()
         if not counts:
+            self.unopened[(topic, partition)] = "every log dir is offline"
             raise KafkaStorageError(f"no online log dir for {topic}-{partition}: "
                                     f"{self.offline_dirs}")
         directory = min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
@@ -361,9 +377,15 @@ class LogManager:
             fsync_dir(directory)
             created = self.open_log(path, config or self._config_for(topic))
         except OSError as exc:
-            self._dir_failed(directory, exc)
+            if is_exhausted(exc):
+                # not the disk's fault: this partition stays offline, the dir serves on
+                self.descriptor_warnings.refused("partition opens", exc)
+                self.unopened[(topic, partition)] = f"out of file descriptors: {exc}"
+            else:
+                self._dir_failed(directory, exc)
             raise KafkaStorageError(f"creating {topic}-{partition} in {directory} failed: "
                                     f"{exc}") from exc
+        self.unopened.pop((topic, partition), None)
         self._logs[(topic, partition)] = created
         self._dir_of[(topic, partition)] = directory
         return created
