@@ -20,6 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -122,6 +123,7 @@ class Broker:
         )
         self.logs.on_log_moved = self._on_log_moved
         self.logs.on_dir_offline = lambda d, _: self._on_dir_offline(loop, d)
+        self.logs.flusher = ThreadPoolExecutor(2, thread_name_prefix="flusher")
         await loop.run_in_executor(None, self.logs.startup)
         log.info("loaded %d logs from %s in %.2fs", len(self.logs.all_logs()),
                  ", ".join(str(d) for d in dirs), time.monotonic() - started)

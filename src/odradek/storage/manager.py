@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,6 +139,8 @@ class LogManager:
         self.on_dir_offline: Callable[[Path, str], None] | None = None
         # partitions this broker hosts whose log could not be created: why (offline)
         self.unopened: dict[TopicPartition, str] = {}
+        # flush.messages fsyncs, off the event loop (set by the broker; None: inline)
+        self.flusher: Executor | None = None
         self.descriptor_warnings = ExhaustionWarnings()
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner_manager = LogCleanerManager([], self._log_items, clock_ms)
@@ -309,6 +311,7 @@ class LogManager:
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )  # fmt: skip
         lg.on_io_error = self._on_io_error
+        lg.flushes.executor = self.flusher
         return lg
 
     def _on_io_error(self, lg: Log, exc: OSError) -> None:
@@ -533,7 +536,7 @@ class LogManager:
                     # Kafka flushes a segment as soon as it is rolled (asynchronously).
                     lg.flush(active_base)
                     flushed += 1
-                elif lg.maybe_flush():
+                elif lg.flush_if_due():
                     flushed += 1
             except KafkaStorageError:
                 continue  # its dir is offline now (logged there); flush the others
@@ -604,6 +607,8 @@ class LogManager:
         """Stop the cleaner, flush and close every log, checkpoint, then mark each dir
         cleanly shut down — each online dir: a failed one is left for recovery."""
         self.stop_cleaner()
+        if self.flusher is not None:
+            self.flusher.shutdown(wait=True)  # the queued flushes first: they were owed
         by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
         for tp, lg in self._logs.items():
             by_dir[self._dir_of[tp]].append(lg)
