@@ -467,9 +467,26 @@ class Broker:
         self._every(GAUGE_INTERVAL_MS, lambda: self.metrics.refresh(self))
 
     def _on_dir_offline(self, loop: asyncio.AbstractEventLoop, directory: Path) -> None:
-        """Any thread: the dir's files are closed on the loop, which reads them."""
+        """Any thread: the dir's files are closed on the loop, which reads them; in a
+        cluster the controller is told, so that leaders move off the dir at once."""
         with contextlib.suppress(RuntimeError):  # the loop is gone: the process ends
-            loop.call_soon_threadsafe(self.logs.close_offline_handles, directory)
+            loop.call_soon_threadsafe(self._dir_went_offline, directory)
+
+    def _dir_went_offline(self, directory: Path) -> None:
+        partitions = self.logs.partitions_in(directory)
+        self.logs.close_offline_handles(directory)
+        if self.zk is not None and partitions and not self._stopping:
+            self.track(asyncio.ensure_future(self._notify_dir_failure(directory, partitions)))
+
+    async def _notify_dir_failure(self, directory: Path,
+                                  partitions: list[tuple[str, int]]) -> None:
+        assert self.zk is not None
+        try:
+            await self.zk.notify_log_dir_failure(partitions)
+            log.info("told the controller that %s failed (%d partitions)", directory,
+                     len(partitions))
+        except Exception as exc:  # ZooKeeper away: the restart after repair reconciles
+            log.error("could not tell the controller that %s failed: %s", directory, exc)
 
     def _on_log_moved(self, tp: tuple[str, int], moved: Any) -> None:
         """AlterReplicaLogDirs finished: the partition serves from its new log."""

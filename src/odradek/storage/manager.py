@@ -342,6 +342,9 @@ class LogManager:
         if self.on_dir_offline is not None:
             self.on_dir_offline(directory, reason)
 
+    def partitions_in(self, directory: Path) -> list[TopicPartition]:
+        return [tp for tp, d in self._dir_of.copy().items() if d == directory]
+
     def close_offline_handles(self, directory: Path) -> None:
         """Close the files of a failed dir's logs, so that they do not hold descriptors
         (or a dying disk) for ever. Called on the thread that reads the logs: a read
