@@ -40,8 +40,10 @@ def _checkpointed_after(broker: BrokerProcess, topic: str, since: float) -> int:
 
 @pytest.mark.parametrize(("policy", "flushed"), [
     ({"log.flush.interval.messages": "1"}, RECORDS),  # each acknowledgement after fsync
-    ({"log.flush.interval.messages": "10"}, RECORDS),  # 30 records: the 30th flushes
-    ({"log.flush.interval.ms": "100"}, RECORDS),  # the flush timer gets there
+    pytest.param({"log.flush.interval.messages": "10"}, RECORDS,  # the 30th flushes
+                 marks=pytest.mark.slow),
+    pytest.param({"log.flush.interval.ms": "100"}, RECORDS,  # the flush timer gets there
+                 marks=pytest.mark.slow),
     ({}, 0),  # Kafka's default: the page cache, replication for durability
 ], ids=["messages=1", "messages=10", "ms=100", "default"])
 def test_flush_policy_moves_the_recovery_point(fresh_broker: BrokerProcess, topic_name: str,
