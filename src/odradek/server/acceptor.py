@@ -135,22 +135,43 @@ class Acceptor:
             self._loop.add_reader(self._sock.fileno(), self._on_readable)
 
 
-def listening_socket(host: str | None, port: int, backlog: int) -> socket.socket:
-    """A non-blocking listening TCP socket. No host: every interface, IPv4 and IPv6 on
-    one dual-stack socket (so port 0 gives one port, not one per family)."""
+def listening_sockets(host: str | None, port: int, backlog: int) -> list[socket.socket]:
+    """Non-blocking listening TCP sockets on every address of `host` (no host: 0.0.0.0
+    and ::), as `create_server` binds them: one socket per address, IPv6 ones IPv6
+    only (so an IPv4 client's address stays IPv4 for ACLs and quotas), all on the port
+    the first one got when `port` is 0."""
     if host:
-        family, kind, proto, _, address = socket.getaddrinfo(
-            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    elif socket.has_dualstack_ipv6():
-        family, kind, proto, address = socket.AF_INET6, socket.SOCK_STREAM, 0, ("::", port)
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+        addresses = list(dict.fromkeys((info[0], str(info[4][0])) for info in infos))
     else:
-        family, kind, proto, address = socket.AF_INET, socket.SOCK_STREAM, 0, ("", port)
-    sock = socket.socket(family, kind, proto)
+        addresses = [(socket.AF_INET, "0.0.0.0")]
+        if socket.has_ipv6:
+            addresses.append((socket.AF_INET6, "::"))
+    sockets: list[socket.socket] = []
+    try:
+        for family, address in addresses:
+            try:
+                sockets.append(_listen(family, address, port, backlog))
+            except OSError:
+                if not sockets or host:
+                    raise
+                continue  # no IPv6 on this machine: IPv4 alone, as create_server does
+            port = sockets[0].getsockname()[1]
+    except OSError:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
+def _listen(family: int, address: str, port: int, backlog: int) -> socket.socket:
+    sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if family == socket.AF_INET6:
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1 if host else 0)
-        sock.bind(address)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        sock.bind((address, port))
         sock.listen(backlog)
         sock.setblocking(False)
     except OSError:

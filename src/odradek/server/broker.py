@@ -35,7 +35,7 @@ from odradek.replication.replica_manager import ReplicaManager
 from odradek.security.authorizer import AclAuthorizer
 from odradek.security.sasl.scram import ScramCredential
 from odradek.server import acl_store
-from odradek.server.acceptor import Acceptor, listening_socket
+from odradek.server.acceptor import Acceptor, listening_sockets
 from odradek.server.authorization import RequestAuthorizer
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
@@ -220,15 +220,14 @@ class Broker:
                 self.config.security_protocol(listener.name), self._scram_credential)
             self.listener_security[listener.name] = security
             # our own accept loop: on EMFILE uvloop's server closes itself, silently
-            server = Acceptor(
-                loop, listening_socket(listener.host or None, listener.port, backlog=1024),
-                functools.partial(KafkaConnection, self, security),
-                security.ssl_context, self.logs.descriptor_warnings, self.descriptor_reserve,
-            )
-            sock = server.sockets[0]
-            host, port = sock.getsockname()[:2]
+            socks = listening_sockets(listener.host or None, listener.port, backlog=1024)
+            for sock in socks:
+                self._servers.append(Acceptor(
+                    loop, sock, functools.partial(KafkaConnection, self, security),
+                    security.ssl_context, self.logs.descriptor_warnings,
+                    self.descriptor_reserve))
+            host, port = socks[0].getsockname()[:2]
             self.bound[listener.name] = (listener.host or host, port)
-            self._servers.append(server)
 
     def _current_acls(self) -> AclAuthorizer:
         assert self._authorizer is not None
