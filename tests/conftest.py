@@ -51,6 +51,7 @@ class BrokerProcess:
         self.overrides = overrides or {}
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir.parent / f"broker-{self.port}.log"
+        self.nofile: int | None = None  # RLIMIT_NOFILE of the broker process, if set
 
     @property
     def bootstrap(self) -> str:
@@ -71,7 +72,8 @@ class BrokerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
         self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
-                                     env=env)
+                                     env=env,
+                                     preexec_fn=None if self.nofile is None else self._limits)
         reap_on_exit(self.proc)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -84,6 +86,12 @@ class BrokerProcess:
                 time.sleep(0.05)
         self.kill()  # hung in its start-up: never leave it running behind the failure
         raise RuntimeError(f"broker did not start within {timeout}s:\n{self.logs()}")
+
+    def _limits(self) -> None:
+        if self.nofile is not None:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def logs(self) -> str:
         try:

@@ -117,6 +117,21 @@ def start_broker(dirs: list[Path], data: Path, **overrides: str) -> BrokerProces
     return b.start()
 
 
+def files_held_under(broker: BrokerProcess, directory: Path) -> list[str]:
+    """The files under `directory` the broker process holds open (from /proc)."""
+    assert broker.proc is not None
+    fds = Path(f"/proc/{broker.proc.pid}/fd")
+    held = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue  # closed while listed
+        if target.startswith(str(directory) + "/"):
+            held.append(target)
+    return held
+
+
 def produce_each(bootstrap: str, topic: str, partitions: int, tag: bytes,
                  timeout_ms: int = 4000) -> dict[int, list[bytes]]:
     """One record per partition, bigger than a page (a full tmpfs still takes writes into
@@ -183,6 +198,7 @@ def test_a_full_disk_takes_its_partitions_offline_and_the_others_carry_on(
             assert all(after[p] == [b"after-%d" % p] for p in placed if p not in on_b)
             usage = describe_log_dirs(broker.bootstrap)
             assert usage[str(b)].error_code == 56  # KAFKA_STORAGE_ERROR
+            assert files_held_under(broker, b) == [], "an offline dir's files are closed"
             assert usage[str(a)].error_code == 0 and usage[str(c)].error_code == 0
             assert dir_partitions(usage[str(a)]) | dir_partitions(usage[str(c)]) >= {
                 (topic_name, p) for p in placed if p not in on_b
@@ -227,6 +243,7 @@ def test_a_dead_disk_takes_only_its_partitions_offline(root_mounts: Path,
             usage = describe_log_dirs(broker.bootstrap)
             assert usage[str(b)].error_code == 56
             assert usage[str(b)].total_bytes == -1
+            assert files_held_under(broker, b) == [], "an offline dir's files are closed"
             admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             parts = admin.list_topics(topic_name, timeout=10).topics[topic_name].partitions
             assert parts[dead].leader == -1, "clients see the partition offline"

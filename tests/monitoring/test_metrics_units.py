@@ -87,6 +87,8 @@ def test_refresh_counts_under_replicated_offline_and_imbalanced_partitions(
     assert ("kafka_log_log_size", frozenset({("topic", "t"), ("partition", "5")})) not in s
     dead = frozenset({("logdirectory", str(tmp_path / "dead"))})
     assert s[("kafka_log_logmanager_logdirectoryoffline", dead)] == 1
+    why = frozenset({("logdirectory", str(tmp_path / "dead")), ("reason", "EIO")})
+    assert s[("odradek_log_dir_offline_info", why)] == 1, "which dir failed, and why"
 
 
 def test_isr_shrinks_and_expands_are_counted_on_the_leader() -> None:

@@ -9,6 +9,7 @@ import struct
 import sys
 import uuid
 from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, PartitionInfo, TopicInfo
@@ -71,7 +72,8 @@ def _pipeline(metadata: FakeMetadata, **config: str) -> RequestPipeline:
     ports = Ports(node_id=1, config=BrokerConfig.load(environ={}, overrides=config),
                   metadata=metadata,  # type: ignore[arg-type]
                   replicas=NoReplicas(),  # type: ignore[arg-type]
-                  logs=None, groups=None, transactions=None,  # type: ignore[arg-type]
+                  logs=SimpleNamespace(unopened={}),  # type: ignore[arg-type]
+                  groups=None, transactions=None,  # type: ignore[arg-type]
                   metrics=BrokerMetrics(),
                   topic_config=lambda _t: LogConfig(),
                   ensure_offsets_topic=no_offsets_topic, acls=None, spawn=asyncio.ensure_future)

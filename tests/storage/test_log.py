@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -435,10 +436,34 @@ def test_flush_messages_and_flush_ms(open_log: OpenLog, clock: Clock) -> None:
     assert log.maybe_flush() and log.recovery_point == 3
     log.append_as_leader(make_batch(), 0)
     clock.now += 4999
-    assert not log.maybe_flush()
+    assert not log.maybe_flush() and not log.flush_if_due()
     clock.now += 1
-    assert log.maybe_flush() and log.recovery_point == 4
-    assert not log.maybe_flush()
+    assert not log.maybe_flush(), "flush.ms is the timer's (flush_if_due), not the append's"
+    assert log.flush_if_due() and log.recovery_point == 4
+    assert not log.flush_if_due()
+
+
+def test_flush_messages_queued_off_the_appending_thread_one_fsync_for_many(
+        open_log: OpenLog) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    log = open_log(LogConfig(flush_messages=1))
+    gate = threading.Event()
+    with ThreadPoolExecutor(1) as flusher:
+        flusher.submit(gate.wait)  # holds the flusher: the flushes queue behind it
+        log.flushes.executor = flusher
+        futures = []
+        for _ in range(5):
+            log.append_as_leader(make_batch([b"a", b"b"]), 0)
+            assert not log.maybe_flush(), "nothing is fsynced on the appending thread"
+            futures.append(log.pending_flush)
+        assert log.recovery_point == 0
+        assert len({id(f) for f in futures}) == 1, "one queued flush covers every append"
+        gate.set()
+        assert futures[0] is not None
+        futures[0].result(10)
+    assert log.recovery_point == log.log_end_offset == 10
+    assert log.pending_flush is None
 
 
 def test_follower_append_keeps_offsets_and_allows_gaps(open_log: OpenLog) -> None:

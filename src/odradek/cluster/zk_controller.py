@@ -136,6 +136,8 @@ class ZkController:
             self._queue.put(("delete-topics",))
         elif path == zd.ISR_CHANGE_NOTIFICATION:
             self._queue.put(("isr-change",))
+        elif path == zd.LOG_DIR_EVENT_NOTIFICATION:
+            self._queue.put(("log-dir-event",))
         elif path == zd.REASSIGN_PARTITIONS:
             self._queue.put(("reassign",))
         elif path == zd.PREFERRED_REPLICA_ELECTION:
@@ -167,6 +169,8 @@ class ZkController:
             self._on_delete_topics()
         elif kind == "isr-change":
             self._on_isr_change()
+        elif kind == "log-dir-event":
+            self._on_log_dir_events()
         elif kind == "reassign":
             self._on_reassign()
         elif kind == "preferred":
@@ -225,6 +229,7 @@ class ZkController:
         self._elect_offline(offline)
         if dead_in_isr:
             self._remove_from_isr(dead_in_isr)
+        self._on_log_dir_events()
         self._on_delete_topics()
         self._on_reassign()
         self._on_preferred()
@@ -382,6 +387,25 @@ class ZkController:
                 continue  # deleted once its reassignment is done, as Kafka does
             self.states.delete_topic(name)
             self._reassigning = {tp: r for tp, r in self._reassigning.items() if tp[0] != name}
+
+    def _on_log_dir_events(self) -> None:
+        """Kafka's onBrokerLogDirFailure: leaders move off the replicas on a failed log
+        dir at once, and those replicas leave the ISRs (they return by catching up
+        after the broker restarts with the dir repaired)."""
+        names = self.zk.children(zd.LOG_DIR_EVENT_NOTIFICATION, watch=self._on_watch)
+        paths = [f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{n}" for n in names]
+        failed: dict[int, set[TopicPartition]] = {}
+        for item in self.zk.get_many(paths):
+            if item is not None:
+                broker, tps = zd.decode_log_dir_event(item[0])
+                failed.setdefault(broker, set()).update(tps)
+        for broker, tps in failed.items():
+            known = sorted(tp for tp in tps if tp in self.ctx.states)
+            log.warning("broker %d: a log dir failed; %d replica(s) offline, moving their "
+                        "leadership", broker, len(known))
+            self.states.move_off_failed_dir(known, broker)
+        for path in paths:
+            self.zk.delete(path)
 
     def _on_isr_change(self) -> None:
         changed = self._clear_isr_notifications()

@@ -37,6 +37,8 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 DEFAULT_ENTITY = "<default>"
@@ -293,6 +295,20 @@ def encode_partitions(partitions: Iterable[TopicPartition]) -> bytes:
 def decode_partitions(data: bytes) -> set[TopicPartition]:
     body = _load(data) or {}
     return {(str(e["topic"]), int(e["partition"])) for e in body.get("partitions") or []}
+
+
+def encode_log_dir_event(broker: int, partitions: Iterable[TopicPartition]) -> bytes:
+    """A /log_dir_event_notification znode as Kafka writes it ({"version":1,"broker":N,
+    "event":1}), with the partitions on the failed dir: Kafka's controller learns them
+    from the broker's LeaderAndIsr answers, ours reads them here (Kafka ignores the
+    extra field)."""
+    return _dump({"version": 1, "broker": broker, "event": LOG_DIR_FAILURE, "partitions": [
+        {"topic": t, "partition": p} for t, p in sorted(set(partitions))]})
+
+
+def decode_log_dir_event(data: bytes) -> tuple[int, set[TopicPartition]]:
+    body = _load(data) or {}
+    return int(body["broker"]), decode_partitions(data)
 
 
 # ---- /latest_producer_id_block -------------------------------------------------------------

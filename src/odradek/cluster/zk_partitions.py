@@ -226,6 +226,26 @@ class PartitionStates:
 
         return self._retrying(tps, change, f"replicas {sorted(gone)} offline")
 
+    def move_off_failed_dir(self, tps: Iterable[TopicPartition], broker: int
+                            ) -> dict[TopicPartition, zd.LeaderAndIsr]:
+        """Kafka's onReplicasBecomeOffline: `broker`'s replicas of `tps` sit on a failed
+        log dir. A partition it leads gets the first other live in-sync replica (none:
+        it is offline); it leaves every ISR (all but a last member)."""
+        live = self.ctx.live
+
+        def change(tp: TopicPartition, state: zd.LeaderAndIsr) -> zd.LeaderAndIsr | None:
+            if state.leader == broker:
+                elected = election.controlled_shutdown(self.ctx.replicas(tp), state.isr,
+                                                       live, {broker})
+                if elected is not None:
+                    return state.new_leader(elected.leader, elected.isr, self.ctx.epoch)
+            leader, isr = election.without_replica(state.leader, state.isr, broker)
+            if (leader, isr) == (state.leader, state.isr):
+                return None
+            return state.new_leader(leader, isr, self.ctx.epoch)
+
+        return self._retrying(tps, change, f"broker {broker}'s replicas on a failed log dir")
+
     def elect_preferred(self, tps: Iterable[TopicPartition]
                         ) -> dict[TopicPartition, zd.LeaderAndIsr]:
         live = self.ctx.live

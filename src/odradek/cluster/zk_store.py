@@ -607,6 +607,13 @@ class ZkMetadataStore:
             return None
         return info.partitions[partition]
 
+    async def notify_log_dir_failure(self, partitions: Iterable[TopicPartition]) -> None:
+        """A log dir failed here: tell the controller (Kafka's
+        /log_dir_event_notification), which moves leadership off its replicas."""
+        data = zd.encode_log_dir_event(self.node_id, partitions)
+        await self._zk(partial(self.session.create, sequence=True),
+                       f"{zd.LOG_DIR_EVENT_NOTIFICATION}/{zd.LOG_DIR_EVENT_PREFIX}", data)
+
     # ---- reassignment and elections (for the admin APIs and tools) -----------------------
 
     async def run_elections(self, election: int, partitions: Sequence[TopicPartition],

@@ -163,7 +163,9 @@ class ReplicaManager:
         else:
             p.update_state(info)
         fetchers = self._fetcher_manager()
-        if info.leader < 0 or self.node_id not in info.replicas:
+        # a replica on a failed log dir fetches nothing (Kafka's handleLogDirFailure): its
+        # fetches would put it back in the ISR it cannot keep up with
+        if info.leader < 0 or self.node_id not in info.replicas or p.log.offline:
             fetchers.remove(key)
         elif fetchers.following(key) != (info.leader, info.leader_epoch):
             fetchers.add(key, info.leader, info.leader_epoch)

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +29,13 @@ from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
+from odradek.protocol.errors import KafkaStorageError
 from odradek.replication.partition import Partition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.security.authorizer import AclAuthorizer
 from odradek.security.sasl.scram import ScramCredential
 from odradek.server import acl_store
+from odradek.server.acceptor import Acceptor, listening_sockets
 from odradek.server.authorization import RequestAuthorizer
 from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
@@ -50,9 +54,10 @@ from odradek.server.txn_storage import BrokerTransactions
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
     read_meta_properties,
-    read_partition_metadata,
+    read_or_repair_partition_metadata,
 )
 from odradek.storage.cleaner_manager import CleanerConfig, owner_via
+from odradek.storage.descriptors import DescriptorReserve
 from odradek.storage.log_config import LogConfig
 from odradek.storage.manager import LogManager
 
@@ -77,7 +82,7 @@ class Broker:
         self._authorizer: AclAuthorizer | None = None
         if config.security_props.get("authorizer.class.name", "").strip():
             self._authorizer = AclAuthorizer.from_config(config.security_props)
-        self._servers: list[asyncio.Server] = []
+        self._servers: list[Acceptor] = []
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopping = False
         self._metrics_server: Any = None
@@ -124,6 +129,8 @@ class Broker:
             cleaner_config=self._cleaner_config(),
         )
         self.logs.on_log_moved = self._on_log_moved
+        self.logs.on_dir_offline = lambda d, _: self._on_dir_offline(loop, d)
+        self.logs.flusher = ThreadPoolExecutor(2, thread_name_prefix="flusher")
         await loop.run_in_executor(None, self.logs.startup)
         log.info("loaded %d logs from %s in %.2fs", len(self.logs.all_logs()),
                  ", ".join(str(d) for d in dirs), time.monotonic() - started)
@@ -194,6 +201,8 @@ class Broker:
             self.transactions.stop()
         for server in self._servers:
             await server.wait_closed()
+        if hasattr(self, "descriptor_reserve"):
+            self.descriptor_reserve.close()
         await asyncio.sleep(0)
         if self.zk is not None:
             from odradek.server import zk_membership
@@ -213,24 +222,21 @@ class Broker:
         from odradek.server.connection import KafkaConnection
 
         loop = asyncio.get_running_loop()
+        self.descriptor_reserve = DescriptorReserve()
         for listener in self.config.listeners:
             security = listener_security(
                 self.config.security_props, listener.name,
                 self.config.security_protocol(listener.name), self._scram_credential)
             self.listener_security[listener.name] = security
-            server = await loop.create_server(
-                lambda s=security: KafkaConnection(self, s),  # type: ignore[misc]
-                host=listener.host or None,
-                port=listener.port,
-                reuse_address=True,
-                start_serving=False,
-                backlog=1024,
-                ssl=security.ssl_context,
-            )
-            sock = server.sockets[0]
-            host, port = sock.getsockname()[:2]
+            # our own accept loop: on EMFILE uvloop's server closes itself, silently
+            socks = listening_sockets(listener.host or None, listener.port, backlog=1024)
+            for sock in socks:
+                self._servers.append(Acceptor(
+                    loop, sock, functools.partial(KafkaConnection, self, security),
+                    security.ssl_context, self.logs.descriptor_warnings,
+                    self.descriptor_reserve))
+            host, port = socks[0].getsockname()[:2]
             self.bound[listener.name] = (listener.host or host, port)
-            self._servers.append(server)
 
     def _current_acls(self) -> AclAuthorizer:
         assert self._authorizer is not None
@@ -365,9 +371,9 @@ class Broker:
         for existing in self.logs.all_logs():
             key = (existing.topic, existing.partition)
             topic_info = image.topics.get(existing.topic)
-            on_disk = read_partition_metadata(existing.directory)
-            stale = topic_info is not None and on_disk not in (
-                None, uuid_to_kafka(topic_info.topic_id))
+            known = None if topic_info is None else uuid_to_kafka(topic_info.topic_id)
+            on_disk = read_or_repair_partition_metadata(existing.directory, known)
+            stale = known is not None and on_disk not in (None, known)
             if key not in wanted or stale:
                 log.info("deleting log %s-%d: not in the metadata", *key)
                 self.logs.delete(*key)
@@ -377,6 +383,7 @@ class Broker:
     def _open_partitions(self, topic: str) -> None:
         info = self.controller.image.topics[topic]
         config = self.log_config_for(topic)
+        failed: list[tuple[int, str]] = []
         for p in info.partitions:
             if self.node_id not in p.replicas:
                 continue
@@ -384,12 +391,23 @@ class Broker:
                 continue
             plog = self.logs.get(topic, p.partition)
             if plog is None:
-                plog = self.logs.create(topic, p.partition, config,
-                                        uuid_to_kafka(info.topic_id))
+                try:
+                    plog = self.logs.create(topic, p.partition, config,
+                                            uuid_to_kafka(info.topic_id))
+                except KafkaStorageError as exc:
+                    # as Kafka: the topic exists, this replica is offline (Metadata
+                    # says so); the next change to the topic tries to open it again
+                    failed.append((p.partition, str(exc)))
+                    continue
             if self.zk is None:
                 plog.high_watermark = plog.log_end_offset  # the only replica
             self.replicas.add(Partition(topic, p.partition, info.topic_id, plog, p.leader_epoch))
         self.metrics.partitions.set(len(self.replicas.partitions))
+        if failed:
+            log.error("%d partition(s) of %s could not be opened and are offline here "
+                      "(partitions %s): %s", len(failed), topic,
+                      ",".join(str(i) for i, _ in failed[:20]) + (",…" if len(failed) > 20 else ""),
+                      failed[0][1])  # fmt: skip
 
     def _drop_replicas_moved_away(self, topic: str) -> None:
         """A reassignment took this broker out of the replica set: stop hosting the
@@ -463,6 +481,28 @@ class Broker:
         self.controller.add_listener(partial(self.metrics.on_metadata_change, self.node_id))
         self.metrics.refresh(self)
         self._every(GAUGE_INTERVAL_MS, lambda: self.metrics.refresh(self))
+
+    def _on_dir_offline(self, loop: asyncio.AbstractEventLoop, directory: Path) -> None:
+        """Any thread: the dir's files are closed on the loop, which reads them; in a
+        cluster the controller is told, so that leaders move off the dir at once."""
+        with contextlib.suppress(RuntimeError):  # the loop is gone: the process ends
+            loop.call_soon_threadsafe(self._dir_went_offline, directory)
+
+    def _dir_went_offline(self, directory: Path) -> None:
+        partitions = self.logs.partitions_in(directory)
+        self.logs.close_offline_handles(directory)
+        if self.zk is not None and partitions and not self._stopping:
+            self.track(asyncio.ensure_future(self._notify_dir_failure(directory, partitions)))
+
+    async def _notify_dir_failure(self, directory: Path,
+                                  partitions: list[tuple[str, int]]) -> None:
+        assert self.zk is not None
+        try:
+            await self.zk.notify_log_dir_failure(partitions)
+            log.info("told the controller that %s failed (%d partitions)", directory,
+                     len(partitions))
+        except Exception as exc:  # ZooKeeper away: the restart after repair reconciles
+            log.error("could not tell the controller that %s failed: %s", directory, exc)
 
     def _on_log_moved(self, tp: tuple[str, int], moved: Any) -> None:
         """AlterReplicaLogDirs finished: the partition serves from its new log."""

@@ -573,7 +573,7 @@ class BrokerConfig:
             )
         if self["log.flush.interval.messages"] == 1:
             out.append(
-                "log.flush.interval.messages=1: an fsync per message costs about 1 ms each; "
-                "expect a few MB/s"
+                "log.flush.interval.messages=1: an fsync per message batch before each "
+                "acknowledgement (milliseconds each on most disks; see docs/durability.md)"
             )
         return out

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from odradek.server.handlers.base import CLOSE_CONNECTION, AwaitingReplicas
 from odradek.server.pipeline import Client
+from odradek.storage.descriptors import is_exhausted
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -210,7 +211,17 @@ class KafkaConnection(asyncio.BufferedProtocol):
     # ---- requests ---------------------------------------------------------------
 
     def _handle(self, frame: bytearray) -> None:
-        reply = self.pipeline.process(frame, self.client)
+        try:
+            reply = self.pipeline.process(frame, self.client)
+        except OSError as exc:
+            # Out of descriptors before the handler ran (the request's schema module is
+            # imported on first use): let the reserve go and try once more, rather
+            # than lose a connection that was working
+            if not is_exhausted(exc):
+                raise
+            self.broker.logs.descriptor_warnings.refused("requests served from the reserve", exc)
+            with self.broker.descriptor_reserve.released():
+                reply = self.pipeline.process(frame, self.client)
         if isinstance(reply, AwaitingReplicas):
             self._mute_if_throttled()  # its throttle is known now, its answer comes later
             waiting = asyncio.ensure_future(reply.wait)

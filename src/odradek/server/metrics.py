@@ -63,6 +63,8 @@ class Snapshot:
     under_min_isr: list[tuple[str, int]] = field(default_factory=list)
     # (log dir, offline, total bytes, usable bytes)
     log_dirs: list[tuple[str, bool, int, int]] = field(default_factory=list)
+    # (log dir, why it is offline)
+    offline_reasons: list[tuple[str, str]] = field(default_factory=list)
     # (group, topic, partition, committed offset, lag)
     group_offsets: list[tuple[str, str, int, int, int]] = field(default_factory=list)
     group_members: list[tuple[str, int]] = field(default_factory=list)
@@ -85,6 +87,10 @@ _PLAIN_HELP = {
     "kafka_controller_kafkacontroller_preferredreplicaimbalancecount":
         "Partitions not led by their preferred (first) replica (controller only)",
     "kafka_log_logmanager_offlinelogdirectorycount": "Log dirs that failed and are offline",
+    "odradek_partitions_unopened":
+        "Partitions hosted here whose log could not be opened (offline; see the log)",
+    "odradek_file_descriptor_refusals":
+        "Connections shed and opens refused for want of file descriptors since start",
 }
 
 
@@ -140,7 +146,12 @@ def _log_families(s: Snapshot) -> Iterator[GaugeMetricFamily]:
         if not is_offline:
             total.add_metric([path], total_bytes)
             usable.add_metric([path], usable_bytes)
-    yield from (offline, total, usable)
+    reasons = GaugeMetricFamily("odradek_log_dir_offline_info",
+                                "1 for each failed log dir, with why it failed",
+                                labels=["logdirectory", "reason"])
+    for path, reason in s.offline_reasons:
+        reasons.add_metric([path, reason], 1)
+    yield from (offline, total, usable, reasons)
 
 
 def _group_families(s: Snapshot) -> Iterator[GaugeMetricFamily]:
@@ -380,6 +391,7 @@ class BrokerMetrics:
         for directory in logs.log_dirs:
             if directory in logs.offline_dirs:
                 s.log_dirs.append((str(directory), True, -1, -1))
+                s.offline_reasons.append((str(directory), logs.offline_dirs[directory]))
                 continue
             try:
                 disk = shutil.disk_usage(directory)
@@ -387,6 +399,9 @@ class BrokerMetrics:
                 continue  # the next write there takes the dir offline; not ours to do
             s.log_dirs.append((str(directory), False, disk.total, disk.free))
         s.plain["kafka_log_logmanager_offlinelogdirectorycount"] = len(logs.offline_dirs)
+        s.plain["odradek_partitions_unopened"] = len(getattr(logs, "unopened", ()))
+        warnings = getattr(logs, "descriptor_warnings", None)
+        s.plain["odradek_file_descriptor_refusals"] = warnings.total if warnings else 0
 
     @staticmethod
     def _read_groups(broker: Broker, s: Snapshot) -> None:

@@ -84,6 +84,9 @@ class LogDirs(Protocol):
 
     def dir_usage(self) -> Iterable[Any]: ...
 
+    @property
+    def unopened(self) -> Mapping[tuple[str, int], str]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Ports:

@@ -16,6 +16,7 @@ form: URL-safe base64 of the 16 bytes without padding.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import time
 import uuid
@@ -33,6 +34,8 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 CHECKPOINT_VERSION = 0
 
 TopicPartition = tuple[str, int]
+
+log = logging.getLogger(__name__)
 
 _ZERO_UUID = bytes(16)
 _METADATA_TOPIC_UUID = bytes(15) + b"\x01"
@@ -97,10 +100,18 @@ def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     write_atomically(path, format_checkpoint(lines).encode())
 
 
+def read_text(path: Path) -> str:
+    """A checkpoint's text; bytes that are not UTF-8 make it malformed, not a crash."""
+    try:
+        return path.read_bytes().decode()
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(f"not text: {exc.reason} at byte {exc.start}") from None
+
+
 def read_offsets(path: Path) -> dict[TopicPartition, int]:
     """An offset checkpoint's entries; an absent file is empty."""
     try:
-        text = path.read_text()
+        text = read_text(path)
     except FileNotFoundError:
         return {}
     version, entries = parse_checkpoint(text, path)
@@ -115,6 +126,17 @@ def read_offsets(path: Path) -> dict[TopicPartition, int]:
         except ValueError:
             raise CheckpointError(f"malformed line in {path}: {' '.join(fields)}") from None
     return result
+
+
+def read_offsets_or_reset(path: Path, reset: str) -> dict[TopicPartition, int]:
+    """An offset checkpoint, or none at all if it is malformed: Kafka's LogManager
+    warns and starts from safe values (`reset` says which) rather than refusing to
+    start. An I/O error still propagates: that is a failing disk, not a bad file."""
+    try:
+        return read_offsets(path)
+    except CheckpointError as exc:
+        log.warning("ignoring the damaged checkpoint %s (%s): %s", path, exc, reset)
+        return {}
 
 
 # ------------------------------------------------------------------ Kafka Uuid
@@ -187,7 +209,7 @@ def format_properties(props: Mapping[str, str], now: float | None = None) -> str
 def read_meta_properties(path: Path) -> MetaProperties | None:
     """The log dir's identity, or None if the file is absent."""
     try:
-        props = parse_properties(path.read_text())
+        props = parse_properties(read_text(path))
     except FileNotFoundError:
         return None
     try:
@@ -220,7 +242,7 @@ def read_partition_metadata(partition_dir: Path) -> str | None:
     """The topic id recorded in a partition dir, or None if there is none."""
     path = partition_dir / PARTITION_METADATA
     try:
-        lines = path.read_text().splitlines()
+        lines = read_text(path).splitlines()
     except FileNotFoundError:
         return None
     try:
@@ -236,3 +258,20 @@ def read_partition_metadata(partition_dir: Path) -> str | None:
         return topic_id
     except (IndexError, ValueError):
         raise CheckpointError(f"malformed {path}") from None
+
+
+def read_or_repair_partition_metadata(partition_dir: Path, topic_id: str | None) -> str | None:
+    """The topic id in a partition dir; a damaged `partition.metadata` is rewritten
+    with `topic_id` (the id the metadata holds for the dir's topic) rather than
+    stopping the broker, or treated as absent when the topic is unknown."""
+    try:
+        return read_partition_metadata(partition_dir)
+    except CheckpointError as exc:
+        if topic_id is None:
+            log.warning("ignoring the damaged %s (%s): the topic is not in the metadata",
+                        partition_dir / PARTITION_METADATA, exc)
+            return None
+        log.warning("rewriting the damaged %s (%s) with topic id %s from the metadata",
+                    partition_dir / PARTITION_METADATA, exc, topic_id)
+        write_partition_metadata(partition_dir, topic_id)
+        return topic_id

@@ -211,7 +211,9 @@ class LogCleanerManager:
             try:
                 self._checkpoints[d] = read_offsets(d / CLEANER_OFFSET_CHECKPOINT)
             except (CheckpointError, OSError) as exc:
-                log.warning("ignoring %s: %s", d / CLEANER_OFFSET_CHECKPOINT, exc)
+                log.warning("ignoring the damaged checkpoint %s (%s): cleaner offsets "
+                            "dropped, each compacted log is cleaned again from its start",
+                            d / CLEANER_OFFSET_CHECKPOINT, exc)
                 self._checkpoints[d] = {}
         self._in_progress: dict[TopicPartition, _State] = {}
         self._paused: dict[TopicPartition, int] = {}

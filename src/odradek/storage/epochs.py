@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from bisect import bisect_right
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,8 +19,10 @@ from odradek.storage.checkpoints import (
     CheckpointError,
     format_checkpoint,
     parse_checkpoint,
+    read_text,
     write_atomically,
 )
+from odradek.storage.descriptors import is_exhausted
 
 log = logging.getLogger(__name__)
 
@@ -37,28 +40,63 @@ class LeaderEpochFileCache:
     def __init__(self, path: Path, *, sync: bool = True) -> None:
         self.path = path
         self._sync = sync
+        # set when the file could not be read: the log rebuilds it from its batches
+        self.damaged: str | None = None
+        self.unsaved = False  # a write failed for want of descriptors: retried later
         self._entries: list[EpochEntry] = self._read()
 
     def _read(self) -> list[EpochEntry]:
         try:
-            text = self.path.read_text()
+            text = read_text(self.path)
         except FileNotFoundError:
             return []
+        except CheckpointError as exc:
+            return self._unreadable(exc)
         try:
             version, lines = parse_checkpoint(text, self.path)
             if version != CHECKPOINT_VERSION:
                 raise CheckpointError(f"unknown version {version}")
             entries = [EpochEntry(int(e), int(o)) for e, o in lines]
+            for previous, entry in zip([EpochEntry(-1, 0), *entries], entries, strict=False):
+                if entry.epoch <= previous.epoch or entry.start_offset < previous.start_offset:
+                    raise CheckpointError(f"entry {entry.epoch} {entry.start_offset} is out of "
+                                          f"order or negative")
         except (CheckpointError, ValueError) as exc:
-            # Rebuilt from the batches' epochs by recovery; losing it is not fatal.
-            log.warning("ignoring unreadable %s: %s", self.path, exc)
-            return []
-        entries.sort()
+            return self._unreadable(exc)
         return entries
+
+    def _unreadable(self, exc: Exception) -> list[EpochEntry]:
+        self.damaged = str(exc)
+        log.warning("ignoring the damaged %s (%s): its epochs are rebuilt from the log's "
+                    "batches", self.path, exc)
+        return []
+
+    def rebuild(self, batch_epochs: Iterable[tuple[int, int]]) -> None:
+        """Refill a damaged cache from (leader epoch, base offset) of every batch in
+        log order: each epoch starts at its first batch, as recovery assigns them."""
+        self._entries = []
+        for epoch, base_offset in batch_epochs:
+            latest = self.latest_epoch
+            if epoch >= 0 and (latest is None or epoch > latest):
+                self._entries.append(EpochEntry(epoch, base_offset))
+        self.flush()
+        log.warning("rebuilt %s from the log: %d epoch(s)", self.path, len(self._entries))
+        self.damaged = None
 
     def flush(self) -> None:
         lines = (f"{e.epoch} {e.start_offset}" for e in self._entries)
-        write_atomically(self.path, format_checkpoint(lines).encode(), sync=self._sync)
+        try:
+            write_atomically(self.path, format_checkpoint(lines).encode(), sync=self._sync)
+        except OSError as exc:
+            if not is_exhausted(exc):
+                raise
+            # Out of descriptors is not a failing disk: the entries stay in memory and
+            # are written by the next change or the close (recovery rebuilds them
+            # from the batches after a crash).
+            log.debug("%s not written for now: %s", self.path, exc)
+            self.unsaved = True
+            return
+        self.unsaved = False
 
     @property
     def entries(self) -> list[EpochEntry]:

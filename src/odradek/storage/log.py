@@ -27,9 +27,10 @@ import logging
 import shutil
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 
-from odradek.protocol.batch import BatchHeader
+from odradek.protocol.batch import F_BASE_OFFSET, F_EPOCH, BatchHeader
 from odradek.protocol.errors import (
     KafkaStorageError,
     OffsetOutOfRange,
@@ -37,6 +38,7 @@ from odradek.protocol.errors import (
 )
 from odradek.storage import transactions
 from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from odradek.storage.flush_queue import FlushQueue
 from odradek.storage.loader import LogLoader, rebuild_producer_state
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log_config import LogConfig
@@ -96,6 +98,7 @@ class Log:
         self.offline = False  # its log dir failed: every operation raises
         self.on_io_error: Callable[[Log, OSError], None] | None = None
         self.txn_indexes = TxnIndexes()  # the segments' aborted transactions (.txnindex)
+        self.flushes = FlushQueue()  # the log manager gives it the flusher thread
 
     @classmethod
     def open(
@@ -121,6 +124,11 @@ class Log:
             clean_shutdown=clean_shutdown, now_ms=clock_ms(), leader_epochs=epochs,
             producer_state=producers,
         ).load()  # fmt: skip
+        if epochs.damaged is not None:
+            epochs.rebuild(
+                (h[F_EPOCH], h[F_BASE_OFFSET])
+                for seg in loaded.segments for _, h in seg.batches_from()
+            )  # fmt: skip
         return cls(
             directory, config, loaded.segments, log_start_offset=loaded.log_start_offset,
             log_end_offset=loaded.log_end_offset, recovery_point=loaded.recovery_point,
@@ -449,7 +457,7 @@ class Log:
     def flush(self, up_to: int | None = None) -> None:
         """fsync everything below `up_to` (default: the log end); the recovery point
         follows. Safe to call from a worker thread while the loop appends."""
-        if self.offline:
+        if self.offline or self.closed:
             return
         try:
             self._local.flush(up_to)
@@ -457,7 +465,24 @@ class Log:
             raise self._io_failed("flush", exc) from exc
 
     def maybe_flush(self) -> bool:
-        """Flush if `flush.messages` or `flush.ms` says so; cheap when it does not."""
+        """After an append: `flush.messages` reached asks for a flush, queued to the
+        flusher thread when there is one (the produce handler awaits `pending_flush`
+        before acknowledging), done here otherwise. True if it flushed here."""
+        if self.log_end_offset - self.recovery_point < self.config.flush_messages:
+            return False
+        if self.flushes.executor is not None:
+            self.flushes.request(self.flush)
+            return False
+        self.flush()
+        return True
+
+    @property
+    def pending_flush(self) -> Future[None] | None:
+        """The queued flush that makes everything appended so far durable, if any."""
+        return self.flushes.pending
+
+    def flush_if_due(self) -> bool:
+        """The flush timer: flush if `flush.messages` or `flush.ms` says so."""
         if not self._local.flush_due():
             return False
         self.flush()
@@ -589,6 +614,8 @@ class Log:
             self.producer_state.update_map_end_offset(self.log_end_offset)
             self.producer_state.take_snapshot(sync=True)
             self._local.close()
+            if self.leader_epochs.unsaved:
+                self.leader_epochs.flush()
             self.closed = True
 
     def close_without_flush(self) -> None:

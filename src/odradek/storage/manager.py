@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +55,7 @@ from odradek.storage.checkpoints import (
     fsync_dir,
     new_uuid,
     read_meta_properties,
-    read_offsets,
+    read_offsets_or_reset,
     write_atomically,
     write_meta_properties,
     write_offsets,
@@ -63,6 +63,7 @@ from odradek.storage.checkpoints import (
 )
 from odradek.storage.cleaner import Owner
 from odradek.storage.cleaner_manager import CleanerConfig, LogCleaner, LogCleanerManager
+from odradek.storage.descriptors import ExhaustionWarnings, is_exhausted
 from odradek.storage.dir_move import FUTURE_DIR_SUFFIX, PartitionMove
 from odradek.storage.log import Log, parse_topic_partition
 from odradek.storage.log_config import LogConfig
@@ -136,6 +137,11 @@ class LogManager:
         self.offline_dirs: dict[Path, str] = {}  # failed dir → the error that took it down
         self._failure_lock = threading.Lock()
         self.on_dir_offline: Callable[[Path, str], None] | None = None
+        # partitions this broker hosts whose log could not be created: why (offline)
+        self.unopened: dict[TopicPartition, str] = {}
+        # flush.messages fsyncs, off the event loop (set by the broker; None: inline)
+        self.flusher: Executor | None = None
+        self.descriptor_warnings = ExhaustionWarnings()
         self.cleaner_config = cleaner_config or CleanerConfig()
         self.cleaner_manager = LogCleanerManager([], self._log_items, clock_ms)
         self.cleaner: LogCleaner | None = None
@@ -205,9 +211,15 @@ class LogManager:
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self.had_clean_shutdown[directory] = clean
-        recovery_points = read_offsets(directory / RECOVERY_POINT_CHECKPOINT)
-        log_starts = read_offsets(directory / LOG_START_OFFSET_CHECKPOINT)
-        high_watermarks = read_offsets(directory / REPLICATION_OFFSET_CHECKPOINT)
+        recovery_points = read_offsets_or_reset(
+            directory / RECOVERY_POINT_CHECKPOINT,
+            "recovery points reset to 0: every partition of the dir is recovered in full")
+        log_starts = read_offsets_or_reset(
+            directory / LOG_START_OFFSET_CHECKPOINT,
+            "log start offsets reset to each partition's first segment")
+        high_watermarks = read_offsets_or_reset(
+            directory / REPLICATION_OFFSET_CHECKPOINT,
+            "high watermarks reset to each log's start until replication sets them")
         jobs: list[tuple[TopicPartition, Path]] = []
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             if not entry.is_dir():
@@ -299,6 +311,7 @@ class LogManager:
             producer_id_expiration_ms=self.producer_id_expiration_ms,
         )  # fmt: skip
         lg.on_io_error = self._on_io_error
+        lg.flushes.executor = self.flusher
         return lg
 
     def _on_io_error(self, lg: Log, exc: OSError) -> None:
@@ -313,6 +326,8 @@ class LogManager:
                 return
             reason = f"{type(exc).__name__}: {exc}"
             self.offline_dirs[directory] = reason
+        if is_exhausted(exc):
+            self.descriptor_warnings.refused("log dirs taken offline", exc)  # type: ignore[arg-type]
         gone = [tp for tp, d in self._dir_of.copy().items() if d == directory]
         for tp in gone:
             lg = self._logs.get(tp)
@@ -326,6 +341,18 @@ class LogManager:
         )  # fmt: skip
         if self.on_dir_offline is not None:
             self.on_dir_offline(directory, reason)
+
+    def partitions_in(self, directory: Path) -> list[TopicPartition]:
+        return [tp for tp, d in self._dir_of.copy().items() if d == directory]
+
+    def close_offline_handles(self, directory: Path) -> None:
+        """Close the files of a failed dir's logs, so that they do not hold descriptors
+        (or a dying disk) for ever. Called on the thread that reads the logs: a read
+        in flight elsewhere could otherwise be handed a reused descriptor."""
+        for tp, d in list(self._dir_of.items()):
+            lg = self._logs.get(tp)
+            if d == directory and lg is not None and not lg.closed:
+                lg.close_without_flush()
 
     def create(
         self,
@@ -344,6 +371,7 @@ class LogManager:
             raise ValueError(f"negative partition {partition}")
         counts = self._partition_counts()
         if not counts:
+            self.unopened[(topic, partition)] = "every log dir is offline"
             raise KafkaStorageError(f"no online log dir for {topic}-{partition}: "
                                     f"{self.offline_dirs}")
         directory = min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
@@ -355,9 +383,15 @@ class LogManager:
             fsync_dir(directory)
             created = self.open_log(path, config or self._config_for(topic))
         except OSError as exc:
-            self._dir_failed(directory, exc)
+            if is_exhausted(exc):
+                # not the disk's fault: this partition stays offline, the dir serves on
+                self.descriptor_warnings.refused("partition opens", exc)
+                self.unopened[(topic, partition)] = f"out of file descriptors: {exc}"
+            else:
+                self._dir_failed(directory, exc)
             raise KafkaStorageError(f"creating {topic}-{partition} in {directory} failed: "
                                     f"{exc}") from exc
+        self.unopened.pop((topic, partition), None)
         self._logs[(topic, partition)] = created
         self._dir_of[(topic, partition)] = directory
         return created
@@ -505,7 +539,7 @@ class LogManager:
                     # Kafka flushes a segment as soon as it is rolled (asynchronously).
                     lg.flush(active_base)
                     flushed += 1
-                elif lg.maybe_flush():
+                elif lg.flush_if_due():
                     flushed += 1
             except KafkaStorageError:
                 continue  # its dir is offline now (logged there); flush the others
@@ -576,6 +610,8 @@ class LogManager:
         """Stop the cleaner, flush and close every log, checkpoint, then mark each dir
         cleanly shut down — each online dir: a failed one is left for recovery."""
         self.stop_cleaner()
+        if self.flusher is not None:
+            self.flusher.shutdown(wait=True)  # the queued flushes first: they were owed
         by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
         for tp, lg in self._logs.items():
             by_dir[self._dir_of[tp]].append(lg)

@@ -514,7 +514,8 @@ class ProducerStateManager:
             try:
                 entries = read_snapshot(self.snapshots[offset])
             except (CorruptSnapshot, OSError) as exc:
-                log.warning("dropping producer snapshot: %s", exc)
+                log.warning("ignoring the damaged producer snapshot (%s): producer state is "
+                            "rebuilt from the batches after an older one", exc)
                 self._remove_snapshot(offset)
                 continue
             for entry in entries:

@@ -21,7 +21,8 @@ def _partition(schema: Any, topic: TopicInfo, p: PartitionInfo, ctx: RequestCont
     leader = p.leader
     error = ErrorCode.none
     local = ctx.replicas.partitions.get((topic.name, p.partition))
-    if local is not None and local.log.offline:
+    unopened = ctx.node_id in p.replicas and (topic.name, p.partition) in ctx.ports.logs.unopened
+    if unopened or (local is not None and local.log.offline):
         # this broker's copy sits on a failed log dir: as Kafka reports an offline
         # partition, with no leader, so clients stop sending to it
         offline = (*offline, ctx.node_id)

@@ -11,7 +11,9 @@ partition fails alone: a bad batch in one partition does not stop the others.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
@@ -59,7 +61,9 @@ def _check_transactional(ctx: RequestContext, transactional_id: str | None, topi
 
 def _append(ctx: RequestContext, topic: str, index: int, records: Any,
             transactional_id: str | None = None, acks: int = 1,
-            waits: list[tuple[Partition, int]] | None = None) -> tuple[Any, ...]:
+            waits: list[tuple[Partition, int]] | None = None,
+            flushes: dict[Future[None], list[tuple[str, int]]] | None = None,
+            ) -> tuple[Any, ...]:
     """(error_code, base_offset, log_append_time, log_start_offset, message,
     record errors).
 
@@ -83,6 +87,9 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any,
         ctx.metrics.on_produce(topic, len(buf), info.records_count)
         if acks == -1 and not partition.solo and waits is not None:
             waits.append((partition, info.last_offset + 1))
+        pending = partition.log.pending_flush  # flush.messages reached: fsync first
+        if pending is not None and flushes is not None:
+            flushes.setdefault(pending, []).append((topic, index))
         return (ErrorCode.none, info.first_offset, info.log_append_time,
                 info.log_start_offset, None, ())
     except KafkaError as e:
@@ -102,6 +109,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         error = None
     responses = []
     waits: list[tuple[Partition, int]] = []
+    flushes: dict[Future[None], list[tuple[str, int]]] = {}
     for topic_data in request.topic_data:
         partitions = []
         for pdata in topic_data.partition_data:
@@ -112,7 +120,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             else:
                 code, base, append_time, start, message, bad = _append(
                     ctx, topic_data.name, pdata.index, pdata.records, request.transactional_id,
-                    acks, waits)
+                    acks, waits, flushes)
             partitions.append(
                 build(
                     schema.PartitionProduceResponse,
@@ -136,6 +144,13 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         failed = any(p.error_code != ErrorCode.none for t in responses
                      for p in t.partition_responses)
         return CLOSE_CONNECTION if failed else None
+    if flushes:
+        return _after_flush(ctx, request, responses, flushes, waits)
+    return _acknowledge(schema, request, responses, waits)
+
+
+def _acknowledge(schema: Any, request: Any, responses: list[Any],
+                 waits: list[tuple[Partition, int]]) -> Any:
     if waits:
         delayed = DelayedProduce()
         waiting = {(p.topic, p.index) for p, required in waits
@@ -144,6 +159,31 @@ def handle(ctx: RequestContext, request: Any) -> Any:
             return AwaitingReplicas(
                 _after_isr(schema, responses, delayed, waiting, request.timeout_ms))
     return build(schema.ProduceResponse, responses=tuple(responses))
+
+
+async def _after_flush(ctx: RequestContext, request: Any, responses: list[Any],
+                       flushes: dict[Future[None], list[tuple[str, int]]],
+                       waits: list[tuple[Partition, int]]) -> Any:
+    """log.flush.interval.messages: acknowledged once the fsync is done (in the flusher
+    thread); a partition whose flush failed answers KAFKA_STORAGE_ERROR."""
+    failed: dict[tuple[str, int], str] = {}
+    for future, tps in flushes.items():
+        try:
+            await asyncio.wrap_future(future)
+        except (KafkaError, OSError) as exc:
+            failed.update(dict.fromkeys(tps, str(exc)))
+    if failed:
+        responses = [
+            replace(t, partition_responses=tuple(
+                replace(p, error_code=ErrorCode.kafka_storage_error,
+                        error_message=failed[(t.name, p.index)])
+                if (t.name, p.index) in failed else p
+                for p in t.partition_responses))
+            for t in responses
+        ]
+    reply = _acknowledge(ctx.schema, request, responses, waits)
+    # (already waiting for its flush: the connection holds this request's place anyway)
+    return await reply.wait if isinstance(reply, AwaitingReplicas) else reply
 
 
 async def _after_isr(schema: Any, responses: list[Any], delayed: DelayedProduce,
