@@ -27,6 +27,7 @@ class ResourceType(enum.IntEnum):
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
+    GROUP = 32
 
 
 class ConfigSource(enum.IntEnum):
@@ -36,6 +37,7 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    DYNAMIC_GROUP_CONFIG = 8
 
 
 class AlterOp(enum.IntEnum):

@@ -13,6 +13,7 @@ from odradek.server.configs import (
     describe_topic,
 )
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.handlers.share_common import describe_group_configs
 
 API_KEY = 32
 
@@ -25,6 +26,8 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
         return describe_broker(ctx.ports)
     if rtype == ResourceType.BROKER_LOGGER:
         return []
+    if rtype == ResourceType.GROUP:
+        return describe_group_configs(ctx, name)
     raise InvalidRequest(f"Unsupported resource type {rtype}")
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator.share.partition import AckBatch, validate_ack_batches
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server.configs import AlterOp, ConfigEntry, ConfigSource
 
 if TYPE_CHECKING:
     from odradek.coordinator.share import ShareGroups
@@ -56,3 +57,49 @@ def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
 
 def has_acks(topics: Iterable[Any]) -> bool:
     return any(p.acknowledgement_batches for t in topics for p in t.partitions)
+
+
+STRING_TYPE = 2  # DescribeConfigs' config_type for a string
+GROUP_CONFIG_DOCS = {
+    "share.auto.offset.reset": "Where a share group starts reading a partition it has no "
+                               "state for: latest or earliest.",
+}
+
+
+def describe_group_configs(ctx: RequestContext, group_id: str) -> list[ConfigEntry]:
+    """A group's configs (GROUP resources): `share.auto.offset.reset` today."""
+    if not group_id:
+        raise KafkaError("the group id is empty", ErrorCode.invalid_group_id)
+    out = []
+    for name, (value, default) in shares(ctx).describe_group_config(group_id).items():
+        source = ConfigSource.DEFAULT_CONFIG if default else ConfigSource.DYNAMIC_GROUP_CONFIG
+        out.append(ConfigEntry(name, value, source, False, False, STRING_TYPE,
+                               GROUP_CONFIG_DOCS.get(name, ""), ((name, value, source),)))
+    return out
+
+
+def alter_group_configs(ctx: RequestContext, group_id: str,
+                        ops: list[tuple[str, AlterOp, str | None]], *,
+                        validate_only: bool) -> None:
+    """IncrementalAlterConfigs on a GROUP resource: SET or DELETE (in memory for now,
+    as share groups are: docs/share-groups.md)."""
+    if not group_id:
+        raise KafkaError("the group id is empty", ErrorCode.invalid_group_id)
+    changes: dict[str, str | None] = {}
+    for name, op, value in ops:
+        if op == AlterOp.SET:
+            changes[name] = value
+        elif op == AlterOp.DELETE:
+            changes[name] = None
+        else:
+            raise KafkaError(f"{op.name} is not supported for {name}: it is not a list",
+                             ErrorCode.invalid_config)
+    port = shares(ctx)
+    if validate_only:
+        saved = {g: dict(c) for g, c in port.group_configs.items()}
+        try:
+            port.alter_group_config(group_id, changes)
+        finally:
+            port.group_configs = saved
+        return
+    port.alter_group_config(group_id, changes)
