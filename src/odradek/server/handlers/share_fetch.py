@@ -70,7 +70,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     try:
         group_id, member_id = check_ids(request.group_id, request.member_id)
         manager = shares(ctx).partitions
-        add = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions]
+        # closing (epoch -1), a partition may come only to carry acknowledgements
+        add = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions
+               if epoch != FINAL_EPOCH or not p.acknowledgement_batches]
         forget = [(t.topic_id, i) for t in request.forgotten_topics_data for i in t.partitions]
         session = manager.sessions.for_fetch(group_id, member_id, epoch, add, forget,
                                              has_acks(request.topics))
