@@ -10,8 +10,8 @@ import pytest
 
 from odradek.coordinator.share.partition import (
     AckBatch,
-    Acquired,
     AckType,
+    Acquired,
     Limits,
     LogBatch,
     RecordState,
