@@ -197,3 +197,21 @@ def test_heartbeat_epochs(holder: Any) -> None:
     assert (left.error_code, left.member_epoch) == (0, -1)
     d = c.call(77, 1, group_ids=(m1.group,), include_authorized_operations=False).groups[0]
     assert (d.group_state, d.members) == ("Empty", ())
+
+
+def test_a_consumer_groups_id_is_not_a_share_groups(share_broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    bootstrap = share_broker.bootstrap
+    topic = new_topic(bootstrap)
+    group = f"classic-{uuid.uuid4().hex[:8]}"
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    finally:
+        c.close()
+    with WireClient(bootstrap) as w:
+        r = w.call(76, 1, group_id=group, member_id="m", member_epoch=0, rack_id=None,
+                   subscribed_topic_names=(topic,))
+    assert r.error_code == GROUP_ID_NOT_FOUND
+    assert "not a share group" in (r.error_message or "")
