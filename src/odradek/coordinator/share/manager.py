@@ -34,6 +34,8 @@ from odradek.replication.partition import Partition
 from odradek.replication.purgatory import DelayedFetch
 from odradek.replication.replica_manager import PartitionRead
 
+READ_BYTES = 1 << 20
+
 
 class Replicas(Protocol):
     def get_leader(self, topic: str, index: int,
@@ -100,6 +102,11 @@ class SharePartitionManager:
         if sp is None:
             sp = self.partitions[key] = SharePartition(
                 group_id, leader.topic, index, self._limits, self._call_later)
+        if sp.leader_epoch != leader.leader_epoch:
+            # led elsewhere meanwhile: what we remember is stale, and (in memory only)
+            # the other leader's progress is lost — start again as a new group would
+            sp.start_offset = -1
+            sp.leader_epoch = leader.leader_epoch
         if not sp.initialized:
             if self.auto_offset_reset(group_id) == "earliest":
                 sp.initialize(leader.log.log_start_offset)
@@ -159,8 +166,11 @@ class SharePartitionManager:
             reading.append((answer, sp, leader, sp.next_fetch_offset()))
         if not reading:
             return answers, 0
+        # a fetch acquires at most max_records: reading all of max_bytes (librdkafka
+        # asks for 50 MB) would mostly read what is thrown away
+        per_partition = min(max_bytes, READ_BYTES)
         reads, _ = self.replicas.read(
-            [(leader, None, offset, max_bytes) for _, _, leader, offset in reading],
+            [(leader, None, offset, per_partition) for _, _, leader, offset in reading],
             max_bytes, False)
         total = 0
         for (answer, sp, _, _), read in zip(reading, reads, strict=True):

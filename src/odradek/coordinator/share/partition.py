@@ -124,6 +124,7 @@ class SharePartition:
     call_later: CallLater  # (seconds, fn): the acquisition locks' timers
     start_offset: int = -1  # SPSO; -1 until initialized
     end_offset: int = -1  # SPEO
+    leader_epoch: int = -1  # of the partition when this state began
     records: dict[int, InFlight] = field(default_factory=dict)
     # woken when records become available again (a release, a lock timeout)
     waiters: set[Any] = field(default_factory=set)
@@ -135,7 +136,7 @@ class SharePartition:
 
     def initialize(self, offset: int) -> None:
         self.start_offset = self.end_offset = offset
-        self.records.clear()
+        self.records.clear()  # a stale lock timer finds nothing it knows
 
     def move_start(self, log_start_offset: int) -> None:
         """The log lost records below `log_start_offset` (retention, DeleteRecords)."""
