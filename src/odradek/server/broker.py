@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
+from odradek.coordinator.share import ShareConfig, ShareGroups
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
 from odradek.protocol.errors import KafkaStorageError
 from odradek.replication.partition import Partition
@@ -41,9 +42,11 @@ from odradek.server.config import BROKER_CONFIGS, BrokerConfig
 from odradek.server.configs import overrides_as_mapping
 from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.group_storage import (
+    OFFSETS_TOPIC,
     create_group_coordinator,
     ensure_offsets_topic,
     follow_leadership,
+    led_partitions,
 )
 from odradek.server.listener_security import ListenerSecurity, listener_security
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
@@ -91,6 +94,7 @@ class Broker:
         self.zk: ZkMetadataStore | None = None  # the cluster's metadata, with zookeeper.connect
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator
+        self.shares: ShareGroups
         self.transactions: BrokerTransactions
         self.pipeline: RequestPipeline
         self.quotas = QuotaStep({}, int(config["quota.window.num"]),
@@ -158,6 +162,10 @@ class Broker:
         self.groups = create_group_coordinator(self)
         follow_leadership(self)  # loads the groups of the offsets partitions we lead
         self.groups.start()
+        self.shares = ShareGroups(ShareConfig.from_broker(self.config.values()),
+                                  self.groups.log.topics, self.replicas)
+        self._follow_share_leadership()
+        self.shares.start()
         self.transactions = BrokerTransactions(self)
         self.transactions.start()  # loads the __transaction_state partitions we lead
         self.controller.add_listener(self._on_metadata_change)
@@ -197,6 +205,8 @@ class Broker:
             task.cancel()
         if hasattr(self, "groups"):
             self.groups.stop()
+        if hasattr(self, "shares"):
+            self.shares.stop()
         if hasattr(self, "transactions"):
             self.transactions.stop()
         for server in self._servers:
@@ -319,7 +329,12 @@ class Broker:
             acls=None if self._authorizer is None else self._current_acls,
             ensure_offsets_topic=partial(ensure_offsets_topic, self),
             spawn=lambda work: self.track(asyncio.ensure_future(work)),
+            shares=self.shares,
         )
+
+    def _follow_share_leadership(self) -> None:
+        """Share groups live in the offsets partitions, as consumer groups do."""
+        self.shares.coordinator.follow(led_partitions(self, OFFSETS_TOPIC))
 
     def track(self, task: asyncio.Future[Any]) -> None:
         self._tasks.add(task)
@@ -457,6 +472,7 @@ class Broker:
                      "session"):
             if topic in ("", "__consumer_offsets"):
                 follow_leadership(self)
+                self._follow_share_leadership()
             if topic in ("", TRANSACTION_STATE_TOPIC):
                 self.transactions.follow_leadership()
 

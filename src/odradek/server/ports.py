@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
     from odradek.coordinator.group import GroupCoordinator
+    from odradek.coordinator.share import ShareGroups
     from odradek.protocol.errors import KafkaError
     from odradek.replication.fetch_session import (
         FetchSessionCache,
@@ -106,3 +107,5 @@ class Ports:
     acls: Callable[[], AclAuthorizer] | None
     # background work that outlives the request (a log-dir move), stopped with the broker
     spawn: Callable[[Awaitable[Any]], None]
+    # share groups (KIP-932): their coordinator and the share-partitions we lead
+    shares: ShareGroups | None = None

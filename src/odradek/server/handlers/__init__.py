@@ -57,6 +57,10 @@ from odradek.server.handlers import (
     push_telemetry,
     sasl_authenticate,
     sasl_handshake,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
     update_features,
@@ -116,6 +120,11 @@ _MODULES = (
     describe_transactions,
     list_transactions,
     describe_producers,
+    # share groups (KIP-932)
+    share_group_heartbeat,
+    share_group_describe,
+    share_fetch,
+    share_acknowledge,
     # cluster operations
     elect_leaders,
     alter_partition_reassignments,

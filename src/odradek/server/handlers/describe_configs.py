@@ -14,6 +14,7 @@ from odradek.server.configs import (
     describe_topic,
 )
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.handlers.share_common import describe_group_configs
 
 API_KEY = 32
 
@@ -28,6 +29,8 @@ def _entries(ctx: RequestContext, rtype: int, name: str) -> list[ConfigEntry]:
         return []
     if rtype == client_metrics.RESOURCE_TYPE:
         return client_metrics.describe(ctx.ports, name)
+    if rtype == ResourceType.GROUP:
+        return describe_group_configs(ctx, name)
     raise InvalidRequest(f"Unsupported resource type {rtype}")
 
 

@@ -16,6 +16,7 @@ from odradek.server.configs import (
     parse_op,
 )
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.handlers.share_common import alter_group_configs
 
 API_KEY = 44
 
@@ -44,6 +45,9 @@ async def alter(
                 await client_metrics.apply(ctx.ports, res.resource_name, ops,
                                            incremental=incremental,
                                            validate_only=request.validate_only)
+            elif res.resource_type == ResourceType.GROUP and incremental:
+                alter_group_configs(ctx, res.resource_name, ops,
+                                    validate_only=request.validate_only)
             else:
                 raise InvalidRequest(f"Unsupported resource type {res.resource_type}")
             code, message = ErrorCode.none, None

@@ -26,6 +26,12 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         groups.append(build(schema.ListedGroup, group_id=g.group_id,
                             protocol_type=protocol_type, group_state=g.state_name,
                             group_type=g.kind))
+    shares = ctx.ports.shares
+    for sg in shares.coordinator.list_groups() if shares is not None else ():
+        if (states and sg.state_name.lower() not in states) or (types and "share" not in types):
+            continue
+        groups.append(build(schema.ListedGroup, group_id=sg.group_id, protocol_type="share",
+                            group_state=sg.state_name, group_type="share"))
     return build(schema.ListGroupsResponse, error_code=ErrorCode.none, groups=tuple(groups))
 
 

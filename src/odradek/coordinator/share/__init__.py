@@ -1,0 +1,78 @@
+"""coordinator/share: share groups (KIP-932, "queues for Kafka").
+
+coordinator.py is the share group coordinator (members, epochs, assignment) on the
+coordinator runtime; partition.py one share-partition's in-flight records, their
+states, delivery counts and acquisition locks; sessions.py the share sessions;
+manager.py the leader's share-partitions and what ShareFetch/ShareAcknowledge do with
+them; config.py the `group.share.*` settings. Everything is in memory for now: see
+docs/share-groups.md for what a restart loses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from odradek.coordinator.group.consumer import TopicsView
+from odradek.coordinator.share.config import (
+    AUTO_OFFSET_RESET,
+    AUTO_OFFSET_RESET_CHOICES,
+    ShareConfig,
+)
+from odradek.coordinator.share.coordinator import ShareGroupCoordinator
+from odradek.coordinator.share.group import HeartbeatResult, ShareGroup, ShareMember
+from odradek.coordinator.share.manager import Replicas, SharePartitionManager
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["AUTO_OFFSET_RESET", "HeartbeatResult", "ShareConfig", "ShareGroup",
+           "ShareGroupCoordinator", "ShareGroups", "ShareMember", "SharePartitionManager"]
+
+GROUP_CONFIGS = {AUTO_OFFSET_RESET: "latest"}
+
+
+class ShareGroups:
+    """The broker's share groups: the coordinator, the share-partitions it leads and
+    the groups' configs (`share.auto.offset.reset`)."""
+
+    def __init__(self, config: ShareConfig, topics: TopicsView, replicas: Replicas) -> None:
+        self.config = config
+        self.group_configs: dict[str, dict[str, str]] = {}
+        self.partitions = SharePartitionManager(config, replicas, topics,
+                                                self.auto_offset_reset)
+        self.coordinator = ShareGroupCoordinator(config, topics,
+                                                 self.partitions.release_member)
+
+    def start(self) -> None:
+        self.coordinator.start()
+
+    def stop(self) -> None:
+        self.coordinator.stop()
+        self.partitions.close()
+
+    def auto_offset_reset(self, group_id: str) -> str:
+        return self.group_configs.get(group_id, {}).get(AUTO_OFFSET_RESET, "latest")
+
+    def describe_group_config(self, group_id: str) -> dict[str, tuple[str, bool]]:
+        """name → (value, is it the default)."""
+        set_here = self.group_configs.get(group_id, {})
+        return {name: (set_here.get(name, default), name not in set_here)
+                for name, default in GROUP_CONFIGS.items()}
+
+    def alter_group_config(self, group_id: str, changes: Mapping[str, str | None]) -> None:
+        """Set (a value) or delete (None) group configs; all or none."""
+        for name, value in changes.items():
+            if name not in GROUP_CONFIGS:
+                raise KafkaError(f"Unknown group config name: {name}",
+                                 ErrorCode.invalid_config)
+            if value is not None and name == AUTO_OFFSET_RESET \
+                    and value not in AUTO_OFFSET_RESET_CHOICES:
+                raise KafkaError(f"Invalid value {value} for configuration {name}: "
+                                 f"one of {', '.join(AUTO_OFFSET_RESET_CHOICES)}",
+                                 ErrorCode.invalid_config)
+        configs = self.group_configs.setdefault(group_id, {})
+        for name, value in changes.items():
+            if value is None:
+                configs.pop(name, None)
+            else:
+                configs[name] = value
+        if not configs:
+            del self.group_configs[group_id]
