@@ -31,6 +31,10 @@ def test_reassignments_elections_and_epochs_refuse_what_does_not_exist(
         got = [ErrorCode(p.error_code) for t in r.responses for p in t.partitions]
         assert got[:2] == [ErrorCode.unknown_topic_or_partition] * 2
         assert got[2] == got[3] == ErrorCode.invalid_replica_assignment
+        messages = [p.error_message for t in r.responses for p in t.partitions]
+        assert messages[2] == "The manual partition assignment includes an empty replica list."
+        assert messages[3] == ("The manual partition assignment includes broker 999, but no "
+                               "such broker is registered.")
         assert got[4] == ErrorCode.no_reassignment_in_progress
         assert got[5] == ErrorCode.unknown_topic_or_partition
 

@@ -639,13 +639,7 @@ class ZkMetadataStore:
     async def alter_reassignment(self, tp: TopicPartition, current: PartitionInfo,
                                  replicas: Sequence[int] | None) -> None:
         """Written to /admin/reassign_partitions, which any broker may do: the controller
-        carries it out."""
-        if replicas is not None and (not replicas or len(set(replicas)) != len(replicas)
-                                     or any(r not in self.image.brokers
-                                            and r not in current.replicas
-                                            for r in replicas)):
-            raise KafkaError(f"invalid replicas {list(replicas)}",
-                             ErrorCode.invalid_replica_assignment)
+        carries it out (the replicas were checked by the request's handler)."""
         await self._zk(zk_admin.request_reassignment, self.session, self.image, {tp: replicas})
 
     async def alter_reassignments(self, moves: Mapping[TopicPartition, Sequence[int] | None]

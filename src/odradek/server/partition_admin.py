@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from odradek.cluster.metadata import MetadataImage, PartitionInfo
+from odradek.cluster.topic_rules import check_assignment
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
@@ -84,6 +85,11 @@ async def alter_reassignment(metadata: MetadataController, tp: TopicPartition,
     if p is None:
         return ErrorCode.unknown_topic_or_partition, f"{tp[0]}-{tp[1]} does not exist"
     try:
+        if replicas is not None:
+            # Kafka's checks of a manual assignment, its messages too; a replica already
+            # on a broker that is down may stay where it is
+            check_assignment([replicas], None, {*metadata.image.brokers, *p.replicas},
+                             first=tp[1])
         await metadata.alter_reassignment(tp, p, replicas)
     except KafkaError as e:
         return e.code, str(e)
