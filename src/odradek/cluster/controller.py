@@ -113,13 +113,21 @@ class Controller:
         cluster_id: str,
         local_broker: BrokerInfo,
         broker_defaults: Callable[[], Mapping[str, Any]],
+        loaded: dict[str, Any] | None = None,
+        loaded_topics: dict[str, TopicInfo] | None = None,
     ) -> None:
+        """`loaded`: what the store holds, when the caller has read it already (the
+        broker reads it once at start-up, before the logs), and `loaded_topics` its
+        topics already parsed."""
         self.store = store
         self.node_id = local_broker.node_id
         self._broker_defaults = broker_defaults
         self._listeners: list[Listener] = []
-        data = store.load()
-        topics = MetadataImage.topics_from_json(data) if data else {}
+        data = loaded if loaded is not None else store.load()
+        if loaded_topics is not None and loaded is not None:
+            topics = loaded_topics
+        else:
+            topics = MetadataImage.topics_from_json(data) if data else {}
         self.image = MetadataImage(
             cluster_id=(data or {}).get("cluster_id", cluster_id),
             controller_id=local_broker.node_id,

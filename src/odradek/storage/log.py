@@ -112,7 +112,7 @@ class Log:
         """Open (creating if needed) a partition directory, recovering it if need be."""
         parse_topic_partition(directory.name)
         directory.mkdir(parents=True, exist_ok=True)
-        epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
+        epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
         producers = ProducerStateManager(
             directory, producer_id_expiration_ms=producer_id_expiration_ms
         )
@@ -452,6 +452,9 @@ class Log:
         if self.offline:
             return
         try:
+            # the epochs of what becomes durable first: recovery trusts the file below
+            # the recovery point
+            self.leader_epochs.sync()
             self._local.flush(up_to)
         except OSError as exc:
             raise self._io_failed("flush", exc) from exc
@@ -583,6 +586,7 @@ class Log:
                 self.close_without_flush()  # nothing can be written to a failed dir
                 return
             try:
+                self.leader_epochs.sync()
                 self._local.flush_for_close()
             except OSError as exc:
                 raise self._io_failed("flush", exc) from exc

@@ -25,6 +25,7 @@ dirs carry on. A dir that cannot be read at start-up is offline from the start.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -48,11 +49,13 @@ from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
+    PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     MetaProperties,
     TopicPartition,
     fsync_dir,
+    fsync_file,
     new_uuid,
     read_meta_properties,
     read_offsets,
@@ -80,6 +83,10 @@ class LogDirError(Exception):
     """A log dir the broker must not start on: wrong node, wrong cluster, duplicates."""
 
 
+class StartupAborted(Exception):
+    """`abort_startup()` was called while the logs were loading (SIGTERM at start-up)."""
+
+
 @dataclass(frozen=True, slots=True)
 class LogDirUsage:
     """What DescribeLogDirs reports for one dir."""
@@ -98,6 +105,34 @@ _DEFAULT_CONFIG = LogConfig()
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class _DirAssignments(dict[TopicPartition, Path]):
+    """Which dir holds each partition, with the count per dir kept up to date: placing
+    a new partition must not count every partition (quadratic over a CreateTopics of
+    thousands)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.counts: dict[Path, int] = {}
+
+    def __setitem__(self, tp: TopicPartition, directory: Path) -> None:
+        old = self.get(tp)
+        if old is not None:
+            self.counts[old] -= 1
+        super().__setitem__(tp, directory)
+        self.counts[directory] = self.counts.get(directory, 0) + 1
+
+    def __delitem__(self, tp: TopicPartition) -> None:
+        self.counts[self[tp]] -= 1
+        super().__delitem__(tp)
+
+    def pop(self, tp: TopicPartition, default: Path | None = None) -> Path | None:  # type: ignore[override]
+        if tp not in self:
+            return default
+        directory = self[tp]
+        del self[tp]
+        return directory
 
 
 class LogManager:
@@ -131,7 +166,10 @@ class LogManager:
         self.directory_ids: dict[Path, str] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._logs: dict[TopicPartition, Log] = {}
-        self._dir_of: dict[TopicPartition, Path] = {}
+        self._dir_of = _DirAssignments()
+        # partitions created without their fsyncs (create(durable=False)): synced by the
+        # next checkpoint, as Kafka flushes a new partition's metadata file with the log
+        self._unsynced: set[Path] = set()
         self._to_delete: list[tuple[Path, int]] = []  # (renamed dir, remove after ms)
         self.offline_dirs: dict[Path, str] = {}  # failed dir → the error that took it down
         self._failure_lock = threading.Lock()
@@ -142,10 +180,25 @@ class LogManager:
         self.moves: dict[TopicPartition, PartitionMove] = {}
         self.on_log_moved: Callable[[TopicPartition, Log], None] | None = None
         self.started = False
+        self._aborting = threading.Event()
 
     # -------------------------------------------------------------- startup
 
+    def abort_startup(self) -> None:
+        """Stop a `startup()` running in another thread: it closes what it opened
+        (writing nothing) and raises StartupAborted within one partition's load."""
+        self._aborting.set()
+
     def startup(self) -> None:
+        try:
+            self._startup()
+        except StartupAborted:
+            for lg in self._logs.values():
+                lg.close_without_flush()  # as loaded: a clean-shutdown marker stays
+            self._logs.clear()
+            raise
+
+    def _startup(self) -> None:
         for directory in self.log_dirs:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
@@ -237,6 +290,8 @@ class LogManager:
             jobs.append((tp, Path(entry.path)))
 
         def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
+            if self._aborting.is_set():
+                raise StartupAborted
             tp, path = job
             return tp, self.open_log(
                 path,
@@ -246,6 +301,9 @@ class LogManager:
                 clean_shutdown=clean,
             )
 
+        log.info("loading %d partitions from %s after %s shutdown, %d thread(s)",
+                 len(jobs), directory, "a clean" if clean else "an unclean",
+                 self.recovery_threads_per_dir)
         started = time.monotonic()
         with ThreadPoolExecutor(self.recovery_threads_per_dir) as pool:
             for tp, opened in pool.map(load, jobs):
@@ -282,11 +340,7 @@ class LogManager:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def _partition_counts(self) -> dict[Path, int]:
-        counts = dict.fromkeys(self.online_dirs, 0)
-        for directory in self._dir_of.values():
-            if directory in counts:
-                counts[directory] += 1
-        return counts
+        return {d: self._dir_of.counts.get(d, 0) for d in self.online_dirs}
 
     # -------------------------------------------------------------- failed dirs
 
@@ -333,8 +387,16 @@ class LogManager:
         partition: int,
         config: LogConfig | None = None,
         topic_id: str | None = None,
+        *,
+        durable: bool = True,
     ) -> Log:
-        """The partition's log, created in the dir holding the fewest partitions."""
+        """The partition's log, created in the dir holding the fewest partitions.
+
+        `durable=False` skips the fsyncs of `partition.metadata` and of the dirs (three
+        per partition: thousands of partitions took seconds each); `sync_created()`
+        makes them durable later, at the latest with the next checkpoint. A crash
+        before that loses nothing: the metadata store is the source of truth, and the
+        broker recreates what is missing at start-up."""
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
@@ -351,8 +413,11 @@ class LogManager:
         try:
             path.mkdir(parents=True, exist_ok=True)
             if topic_id is not None:
-                write_partition_metadata(path, topic_id)
-            fsync_dir(directory)
+                write_partition_metadata(path, topic_id, sync=durable)
+            if durable:
+                fsync_dir(directory)
+            else:
+                self._unsynced.add(path)
             created = self.open_log(path, config or self._config_for(topic))
         except OSError as exc:
             self._dir_failed(directory, exc)
@@ -362,9 +427,49 @@ class LogManager:
         self._dir_of[(topic, partition)] = directory
         return created
 
-    def delete(self, topic: str, partition: int) -> Path | None:
+    def sync_created(self) -> None:
+        """fsync what `create(durable=False)` left unsynced: each new partition's
+        metadata file and dir, then each parent dir once."""
+        pending, self._unsynced = self._unsynced, set()
+        parents: set[Path] = set()
+        for path in pending:
+            if path.parent in self.offline_dirs or not path.exists():
+                continue  # deleted meanwhile, or its dir failed
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    fsync_file(path / PARTITION_METADATA)
+                fsync_dir(path)
+                parents.add(path.parent)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._dir_failed(path.parent, exc)
+        for directory in parents:
+            try:
+                fsync_dir(directory)
+            except OSError as exc:
+                self._dir_failed(directory, exc)
+
+    def delete_many(self, partitions: Iterable[TopicPartition]) -> None:
+        """Delete partitions, checkpointing each dir once at the end (Kafka's
+        asyncDelete with checkpoint=false, then one checkpoint per dir): deleting a
+        topic of thousands of partitions rewrote every checkpoint once per partition."""
+        touched: set[Path] = set()
+        for tp in partitions:
+            directory = self._dir_of.get(tp)
+            if self.delete(*tp, checkpoint=False) is not None and directory is not None:
+                touched.add(directory)
+        for directory in touched:
+            try:
+                fsync_dir(directory)
+                self._checkpoint_dir(directory)
+            except OSError as exc:
+                self._dir_failed(directory, exc)
+
+    def delete(self, topic: str, partition: int, *, checkpoint: bool = True) -> Path | None:
         """Close the log and rename its dir `<topic>-<partition>.<uuid>-delete`;
-        `purge_deleted` removes it after `file.delete.delay.ms`. Returns the new path."""
+        `purge_deleted` removes it after `file.delete.delay.ms`. Returns the new path.
+        `checkpoint=False`: the caller fsyncs the dir and checkpoints (delete_many)."""
         tp = (topic, partition)
         removed = self._logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
@@ -377,8 +482,10 @@ class LogManager:
         target = directory / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
             os.replace(removed.directory, target)
-            fsync_dir(directory)
-            self._checkpoint_dir(directory)
+            self._unsynced.discard(removed.directory)
+            if checkpoint:
+                fsync_dir(directory)
+                self._checkpoint_dir(directory)
         except OSError as exc:
             self._dir_failed(directory, exc)
             return None
@@ -485,6 +592,7 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every dir."""
+        self.sync_created()
         for directory in self.online_dirs:
             try:
                 self._checkpoint_dir(directory)
@@ -576,6 +684,7 @@ class LogManager:
         """Stop the cleaner, flush and close every log, checkpoint, then mark each dir
         cleanly shut down — each online dir: a failed one is left for recovery."""
         self.stop_cleaner()
+        self.sync_created()
         by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
         for tp, lg in self._logs.items():
             by_dir[self._dir_of[tp]].append(lg)
