@@ -105,6 +105,7 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         cluster_id = self._cluster_id(dirs)
+        store = FileMetadataStore(dirs[0])  # read here once, then the Controller's
         if self.config["zookeeper.connect"]:
             from odradek.server import zk_membership  # kazoo: only for clusters
 
@@ -114,7 +115,7 @@ class Broker:
             cluster_id = self.zk.image.cluster_id  # /cluster/id is the cluster's
             stored_topics: Mapping[str, TopicInfo] = self.zk.image.topics
         else:
-            self._stored = await loop.run_in_executor(None, FileMetadataStore(dirs[0]).load)
+            self._stored = await loop.run_in_executor(None, store.load)
             stored_topics = self._stored_topics = MetadataImage.topics_from_json(
                 self._stored or {})
         self._startup_configs = self._log_configs(stored_topics)
@@ -145,7 +146,7 @@ class Broker:
             await zk_membership.register(self.zk, me)
         else:
             self.controller = Controller(
-                FileMetadataStore(dirs[0]),
+                store,
                 cluster_id=self.logs.cluster_id,
                 local_broker=me,
                 broker_defaults=self.config.values,

@@ -139,10 +139,10 @@ class PooledFile:
     __slots__ = ("closed", "fd", "flags", "path", "pool", "users")
 
     def __init__(self, path: Path, flags: int, *, create: bool = False,
-                 pool: FileHandles = HANDLES) -> None:
+                 pool: FileHandles | None = None) -> None:
         self.path = path
         self.flags = flags | _O_CLOEXEC
-        self.pool = pool
+        self.pool = pool if pool is not None else HANDLES
         self.fd = -1
         self.users = 0
         self.closed = False

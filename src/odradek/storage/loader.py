@@ -398,7 +398,6 @@ class LogLoader:
         return False
 
     def load(self) -> LoadedLog:
-        self.directory.mkdir(parents=True, exist_ok=True)
         # one listing of the directory serves every step (thousands of partitions each
         # listed three times was a visible share of a restart)
         names = os.listdir(self.directory)

@@ -108,10 +108,17 @@ class Log:
         clean_shutdown: bool = False,
         clock_ms: Callable[[], int] = _now_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        must_exist: bool = False,
     ) -> Log:
-        """Open (creating if needed) a partition directory, recovering it if need be."""
+        """Open (creating if needed) a partition directory, recovering it if need be.
+        `must_exist`: FileNotFoundError rather than an empty log if the dir is gone (a
+        partition found at start-up and removed meanwhile)."""
         parse_topic_partition(directory.name)
-        directory.mkdir(parents=True, exist_ok=True)
+        if must_exist:
+            if not directory.is_dir():
+                raise FileNotFoundError(f"{directory} is gone")
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
         epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
         producers = ProducerStateManager(
             directory, producer_id_expiration_ms=producer_id_expiration_ms

@@ -280,7 +280,8 @@ class LogManager:
             try:
                 tp = parse_topic_partition(name)
             except ValueError:
-                log.warning("skipping %s in %s: not a partition directory", name, directory)
+                log.warning("skipping %s in %s: not a partition directory (<topic>-<partition>); "
+                            "move it out of the log dir to silence this", name, directory)
                 continue
             if tp in self._dir_of:
                 raise LogDirError(
@@ -289,17 +290,31 @@ class LogManager:
             self._dir_of[tp] = directory
             jobs.append((tp, Path(entry.path)))
 
-        def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
+        def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log | None]:
             if self._aborting.is_set():
                 raise StartupAborted
             tp, path = job
-            return tp, self.open_log(
-                path,
-                self._config_for(tp[0]),
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=log_starts.get(tp, 0),
-                clean_shutdown=clean,
-            )
+            for attempt in (1, 2):
+                try:
+                    return tp, self.open_log(
+                        path,
+                        self._config_for(tp[0]),
+                        recovery_point=recovery_points.get(tp, 0),
+                        log_start_offset=log_starts.get(tp, 0),
+                        clean_shutdown=clean,
+                        must_exist=True,
+                    )
+                except FileNotFoundError:
+                    if not path.exists():
+                        log.warning(
+                            "partition directory %s vanished while the broker was loading "
+                            "it (removed by another program?): left out; the broker "
+                            "recreates it empty if the partition is still assigned here",
+                            path)
+                        return tp, None
+                    if attempt == 2:
+                        raise  # a file keeps vanishing: the dir is not trustworthy
+            raise AssertionError("unreachable")
 
         log.info("loading %d partitions from %s after %s shutdown, %d thread(s)",
                  len(jobs), directory, "a clean" if clean else "an unclean",
@@ -307,6 +322,9 @@ class LogManager:
         started = time.monotonic()
         with ThreadPoolExecutor(self.recovery_threads_per_dir) as pool:
             for tp, opened in pool.map(load, jobs):
+                if opened is None:
+                    del self._dir_of[tp]
+                    continue
                 opened.high_watermark = high_watermarks.get(tp, opened.log_start_offset)
                 # kept aside: the broker may open a partition as its only replica (HW =
                 # LEO), and replication restores this when the partition has followers
@@ -345,12 +363,13 @@ class LogManager:
     # -------------------------------------------------------------- failed dirs
 
     def open_log(self, path: Path, config: LogConfig, *, recovery_point: int = 0,
-                 log_start_offset: int = 0, clean_shutdown: bool = False) -> Log:
+                 log_start_offset: int = 0, clean_shutdown: bool = False,
+                 must_exist: bool = False) -> Log:
         """Open a partition dir with this manager's clock, and watch it for I/O errors."""
         lg = Log.open(
             path, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown, clock_ms=self._clock,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms, must_exist=must_exist,
         )  # fmt: skip
         lg.on_io_error = self._on_io_error
         return lg
