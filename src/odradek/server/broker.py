@@ -53,7 +53,8 @@ from odradek.storage.checkpoints import (
 )
 from odradek.storage.cleaner_manager import CleanerConfig, owner_via
 from odradek.storage.log_config import LogConfig
-from odradek.storage.manager import LogManager, StartupAborted
+from odradek.storage.log_dir_scan import StartupAborted
+from odradek.storage.manager import LogManager
 
 if TYPE_CHECKING:
     from odradek.cluster.zk_store import ZkMetadataStore

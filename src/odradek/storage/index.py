@@ -60,6 +60,7 @@ class _Index:
         self._max_entries = max(max_index_size // self.entry_size, 1)
         # opened on first write, closed when idle or at roll (file_handles.py)
         self._file = PooledFile(path, _OPEN_APPEND)
+        self._dirty = False  # written since the last flush
         self._loaded = False
         try:
             length = path.stat().st_size
@@ -98,6 +99,7 @@ class _Index:
         return data
 
     def _write(self, data: bytes) -> None:
+        self._dirty = True
         with self._file as fd:
             written = os.write(fd, data)
             if written != len(data):
@@ -110,15 +112,20 @@ class _Index:
     def _truncate_file(self, entries: int) -> None:
         length = entries * self.entry_size
         # Opened (and created if it went missing): Kafka's tools expect the file.
+        self._dirty = True
         with self._file as fd:
             os.ftruncate(fd, length)
         self._entries = entries
         self._file_length = length
 
     def flush(self) -> None:
-        if self._file.fd >= 0 or self.path.exists():
-            with self._file as fd:
-                os.fsync(fd)
+        """fsync what was written since the last flush (index files found on disk were
+        synced with their segment before: below the recovery point or at a clean stop)."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        with self._file as fd:
+            os.fsync(fd)
 
     def close(self) -> None:
         """Close the file handle; the entries stay readable (and writable: the file

@@ -454,6 +454,10 @@ class LogLoader:
         for seg in self._recovered:
             if not seg.closed:
                 seg.flush()
+        recovered = {id(seg) for seg in self._recovered}
+        for seg in segments:
+            if id(seg) not in recovered:
+                seg.mark_flushed()  # after a clean stop, or below the recovery point
         if self.clean_shutdown or (self._recovered and not self._recovered[-1].closed):
             recovery_point = log_end
         else:

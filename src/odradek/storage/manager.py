@@ -66,25 +66,25 @@ from odradek.storage.checkpoints import (
 )
 from odradek.storage.cleaner import Owner
 from odradek.storage.cleaner_manager import CleanerConfig, LogCleaner, LogCleanerManager
-from odradek.storage.dir_move import FUTURE_DIR_SUFFIX, PartitionMove
-from odradek.storage.log import Log, parse_topic_partition
+from odradek.storage.dir_move import PartitionMove
+from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_dir_scan import (
+    DELETE_DIR_SUFFIX,
+    DirAssignments,
+    LogDirError,
+    StartupAborted,
+    open_found_partition,
+    partition_dirs,
+)
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from odradek.storage.retention import delete_old_segments, delete_records
 
 log = logging.getLogger(__name__)
 
-DELETE_DIR_SUFFIX = "-delete"
-STRAY_DIR_SUFFIX = "-stray"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
-class LogDirError(Exception):
-    """A log dir the broker must not start on: wrong node, wrong cluster, duplicates."""
-
-
-class StartupAborted(Exception):
-    """`abort_startup()` was called while the logs were loading (SIGTERM at start-up)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,34 +105,6 @@ _DEFAULT_CONFIG = LogConfig()
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class _DirAssignments(dict[TopicPartition, Path]):
-    """Which dir holds each partition, with the count per dir kept up to date: placing
-    a new partition must not count every partition (quadratic over a CreateTopics of
-    thousands)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.counts: dict[Path, int] = {}
-
-    def __setitem__(self, tp: TopicPartition, directory: Path) -> None:
-        old = self.get(tp)
-        if old is not None:
-            self.counts[old] -= 1
-        super().__setitem__(tp, directory)
-        self.counts[directory] = self.counts.get(directory, 0) + 1
-
-    def __delitem__(self, tp: TopicPartition) -> None:
-        self.counts[self[tp]] -= 1
-        super().__delitem__(tp)
-
-    def pop(self, tp: TopicPartition, default: Path | None = None) -> Path | None:  # type: ignore[override]
-        if tp not in self:
-            return default
-        directory = self[tp]
-        del self[tp]
-        return directory
 
 
 class LogManager:
@@ -166,7 +138,7 @@ class LogManager:
         self.directory_ids: dict[Path, str] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._logs: dict[TopicPartition, Log] = {}
-        self._dir_of = _DirAssignments()
+        self._dir_of = DirAssignments()
         # partitions created without their fsyncs (create(durable=False)): synced by the
         # next checkpoint, as Kafka flushes a new partition's metadata file with the log
         self._unsynced: set[Path] = set()
@@ -261,60 +233,26 @@ class LogManager:
         recovery_points = read_offsets(directory / RECOVERY_POINT_CHECKPOINT)
         log_starts = read_offsets(directory / LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = read_offsets(directory / REPLICATION_OFFSET_CHECKPOINT)
-        jobs: list[tuple[TopicPartition, Path]] = []
-        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-            if not entry.is_dir():
-                continue
-            name = entry.name
-            if name.endswith(DELETE_DIR_SUFFIX):
-                log.info("removing %s, a deleted partition", entry.path)
-                shutil.rmtree(entry.path, ignore_errors=True)
-                continue
-            if name.endswith(FUTURE_DIR_SUFFIX):
-                log.warning("removing %s: a move to this dir did not finish", entry.path)
-                shutil.rmtree(entry.path, ignore_errors=True)
-                continue
-            if name.endswith(STRAY_DIR_SUFFIX):
-                log.warning("leaving %s alone: stray replicas are not loaded", name)
-                continue
-            try:
-                tp = parse_topic_partition(name)
-            except ValueError:
-                log.warning("skipping %s in %s: not a partition directory (<topic>-<partition>); "
-                            "move it out of the log dir to silence this", name, directory)
-                continue
+        jobs = partition_dirs(directory)
+        for tp, _path in jobs:
             if tp in self._dir_of:
                 raise LogDirError(
                     f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {directory}"
                 )
             self._dir_of[tp] = directory
-            jobs.append((tp, Path(entry.path)))
 
         def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log | None]:
             if self._aborting.is_set():
                 raise StartupAborted
             tp, path = job
-            for attempt in (1, 2):
-                try:
-                    return tp, self.open_log(
-                        path,
-                        self._config_for(tp[0]),
-                        recovery_point=recovery_points.get(tp, 0),
-                        log_start_offset=log_starts.get(tp, 0),
-                        clean_shutdown=clean,
-                        must_exist=True,
-                    )
-                except FileNotFoundError:
-                    if not path.exists():
-                        log.warning(
-                            "partition directory %s vanished while the broker was loading "
-                            "it (removed by another program?): left out; the broker "
-                            "recreates it empty if the partition is still assigned here",
-                            path)
-                        return tp, None
-                    if attempt == 2:
-                        raise  # a file keeps vanishing: the dir is not trustworthy
-            raise AssertionError("unreachable")
+            return tp, open_found_partition(path, lambda: self.open_log(
+                path,
+                self._config_for(tp[0]),
+                recovery_point=recovery_points.get(tp, 0),
+                log_start_offset=log_starts.get(tp, 0),
+                clean_shutdown=clean,
+                must_exist=True,
+            ))
 
         log.info("loading %d partitions from %s after %s shutdown, %d thread(s)",
                  len(jobs), directory, "a clean" if clean else "an unclean",

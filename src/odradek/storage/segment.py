@@ -138,6 +138,10 @@ class LogSegment:
         # partitions must not need thousands of descriptors
         self._file = PooledFile(self.log_path, os.O_RDWR | os.O_APPEND, create=create)
         self.size = os.stat(self.log_path).st_size
+        # Whether the file may hold bytes not yet fsynced: unknown for a file found on
+        # disk until the loader says otherwise (mark_flushed); a clean stop then syncs
+        # only what changed, not every partition it holds.
+        self._unflushed = not create
         index_size = config.segment_index_bytes
         self.offset_index = OffsetIndex(
             segment_file(directory, base_offset, INDEX_SUFFIX, suffix), base_offset, index_size
@@ -443,6 +447,7 @@ class LogSegment:
     def _write_all(self, data: Buffer) -> None:
         view = memoryview(data).cast("B")
         done = 0
+        self._unflushed = True
         with self._file as fd:
             try:
                 while done < len(view):
@@ -459,8 +464,10 @@ class LogSegment:
         if self.closed:
             return
         try:
-            with self._file as fd:
-                _fdatasync(fd)
+            if self._unflushed:
+                self._unflushed = False  # first: an append meanwhile marks it again
+                with self._file as fd:
+                    _fdatasync(fd)
             self.offset_index.flush()
             self.time_index.flush()
         except OSError:
@@ -491,6 +498,7 @@ class LogSegment:
         removed = 0
         if mapping is not None:
             removed = self.size - mapping.position
+            self._unflushed = True
             with self._file as fd:
                 os.ftruncate(fd, mapping.position)
             self.size = mapping.position
@@ -520,7 +528,13 @@ class LogSegment:
         with self._file as fd:
             return os.fstat(fd).st_size
 
+    def mark_flushed(self) -> None:
+        """The loader knows the file is durable (a clean shutdown, or below the
+        recovery point): nothing for the next flush to sync."""
+        self._unflushed = False
+
     def truncate_file(self, size: int) -> None:
+        self._unflushed = True
         with self._file as fd:
             os.ftruncate(fd, size)
         self.size = size
