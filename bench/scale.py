@@ -111,7 +111,7 @@ class ScaleBroker:
                 self.command(), stdin=subprocess.DEVNULL, stdout=out,
                 stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=die_with_parent,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                env=self.env())
         while time.monotonic() - started < timeout:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n"
@@ -121,6 +121,14 @@ class ScaleBroker:
                     return time.monotonic() - started
             time.sleep(0.05)
         raise RuntimeError(f"broker not ready within {timeout:.0f}s:\n{self.log_tail()}")
+
+    @staticmethod
+    def env() -> dict[str, str]:
+        """With bytecode caching on, as an installed broker runs: without it every start
+        compiles the whole package again (seconds on a loaded machine)."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return env
 
     @property
     def pid(self) -> int:

@@ -24,6 +24,7 @@ the whole log dir offline); from then on every operation raises KafkaStorageErro
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
@@ -114,19 +115,18 @@ class Log:
         `must_exist`: FileNotFoundError rather than an empty log if the dir is gone (a
         partition found at start-up and removed meanwhile)."""
         parse_topic_partition(directory.name)
-        if must_exist:
-            if not directory.is_dir():
-                raise FileNotFoundError(f"{directory} is gone")
-        else:
+        if not must_exist:
             directory.mkdir(parents=True, exist_ok=True)
+        # listed once for the loader and the producer state (FileNotFoundError: gone)
+        listing = os.listdir(directory)
         epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
         producers = ProducerStateManager(
-            directory, producer_id_expiration_ms=producer_id_expiration_ms
+            directory, producer_id_expiration_ms=producer_id_expiration_ms, listing=listing
         )
         loaded = LogLoader(
             directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown, now_ms=clock_ms(), leader_epochs=epochs,
-            producer_state=producers,
+            producer_state=producers, listing=listing,
         ).load()  # fmt: skip
         return cls(
             directory, config, loaded.segments, log_start_offset=loaded.log_start_offset,
