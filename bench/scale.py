@@ -154,20 +154,23 @@ class ScaleBroker:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def startup_work_s(self) -> float:
-        """From the last start's "loading N partitions" line to its "started" line, by
-        the broker's own clock: the restart without the interpreter's start and imports
-        (seconds of them on a loaded machine)."""
-        stamps: dict[str, datetime] = {}
+        """The broker's own start-up, by its log: its "loaded N logs from … in S s"
+        line's S plus the time from that line to "started" — the restart without the
+        interpreter's start and imports (seconds of them on a loaded machine)."""
+        loaded_s: float | None = None
+        loaded_at = started_at = None
         with contextlib.suppress(OSError):
             for line in self.log_path.read_text(errors="replace").splitlines():
-                kind = ("loading" if " loading " in line and " partitions from " in line
-                        else "started" if " started, cluster " in line else None)
-                if kind is not None:
+                if " loaded " in line and " logs from " in line:
+                    with contextlib.suppress(ValueError, IndexError):
+                        loaded_s = float(line.rsplit(" in ", 1)[1].rstrip("s"))
+                        loaded_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                elif " started, cluster " in line:
                     with contextlib.suppress(ValueError):
-                        stamps[kind] = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
-        if "loading" not in stamps or "started" not in stamps:
+                        started_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+        if loaded_s is None or loaded_at is None or started_at is None:
             return 0.0
-        return (stamps["started"] - stamps["loading"]).total_seconds()
+        return loaded_s + (started_at - loaded_at).total_seconds()
 
     def log_tail(self, chars: int = 3000) -> str:
         with contextlib.suppress(OSError):

@@ -27,7 +27,7 @@ def test_scale_bench_quick_measures_every_cost_at_each_size(tmp_path: Path) -> N
                     "fds", "produce_rate", "delete_s"):
             assert row[key] > 0, (key, row)
     # the printed table: a row per cost, each with its exponent
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| clean restart")]
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("| clean restart (s) |")]
     assert len(lines) == 1, report
     exponent = lines[0].split("|")[4].strip()
     float(exponent)
