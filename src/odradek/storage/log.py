@@ -466,6 +466,10 @@ class Log:
         except OSError as exc:
             raise self._io_failed("flush", exc) from exc
 
+    def flush_target(self, now_ms: int) -> int | None:
+        """The flush timer's question (LocalLog.flush_target); None when offline."""
+        return None if self.offline or self.closed else self._local.flush_target(now_ms)
+
     def maybe_flush(self) -> bool:
         """Flush if `flush.messages` or `flush.ms` says so; cheap when it does not."""
         if not self._local.flush_due():

@@ -451,12 +451,17 @@ class LogManager:
 
     def purge_deleted(self, now_ms: int | None = None) -> int:
         now = self._clock() if now_ms is None else now_ms
+        for lg in self.all_logs():
+            lg.purge_deleted_segments(now)
+        return self._purge_deleted_dirs(now)
+
+    def _purge_deleted_dirs(self, now: int) -> int:
+        if not self._to_delete:
+            return 0
         due = [(p, t) for p, t in self._to_delete if t <= now]
         for path, _ in due:
             shutil.rmtree(path, ignore_errors=True)
         self._to_delete = [(p, t) for p, t in self._to_delete if t > now]
-        for lg in self.all_logs():
-            lg.purge_deleted_segments(now)
         return len(due)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
@@ -561,20 +566,21 @@ class LogManager:
         `flush.messages` / `flush.ms` is reached. Blocking (fsync): run it in a thread.
         Returns how many logs were flushed."""
         flushed = 0
+        now = self._clock()
+        # one pass over the logs per tick, for both duties: at 20,000 partitions the
+        # tick itself was the broker's idle CPU
         for lg in self.all_logs():
-            if lg.closed or lg.offline:
-                continue
-            active_base = lg.active_segment.base_offset
+            lg.purge_deleted_segments(now)
+            target = lg.flush_target(now)
+            if target is None:
+                continue  # the usual case: two cheap checks per log per tick
             try:
-                if lg.recovery_point < active_base:
-                    # Kafka flushes a segment as soon as it is rolled (asynchronously).
-                    lg.flush(active_base)
-                    flushed += 1
-                elif lg.maybe_flush():
-                    flushed += 1
+                # Kafka flushes a segment as soon as it is rolled (asynchronously).
+                lg.flush(target)
+                flushed += 1
             except KafkaStorageError:
                 continue  # its dir is offline now (logged there); flush the others
-        self.purge_deleted()
+        self._purge_deleted_dirs(now)
         return flushed
 
     def remove_expired_producers(self) -> int:
