@@ -208,3 +208,52 @@ def test_unknown_dirs_are_skipped_and_duplicates_refused(dirs: list[Path]) -> No
     with pytest.raises(LogDirError, match="both"):
         manager(dirs[:2])
     assert read_offsets(holder / "recovery-point-offset-checkpoint") == {("t", 0): 0}
+
+
+def test_a_partition_dir_vanishing_during_start_up_is_left_out_with_one_line(
+        dirs: list[Path], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    import shutil
+
+    m = manager(dirs[:1])
+    for p in range(3):
+        m.create("t", p).append_as_leader(make_batch([b"a", b"b"]), 0)
+    m.shutdown()
+    original = LogManager.open_log
+
+    def vanishing(self: LogManager, path: Path, *args: object, **kwargs: object) -> object:
+        if path.name == "t-1":
+            shutil.rmtree(path)  # another program removes it while the broker loads
+        return original(self, path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogManager, "open_log", vanishing)
+    with caplog.at_level("WARNING", logger="odradek.storage.manager"):
+        again = manager(dirs[:1])
+    assert sorted(lg.partition for lg in again.all_logs()) == [0, 2]
+    assert not again.offline_dirs  # the rest of the dir is served
+    assert again.get("t", 0).log_end_offset == 2  # type: ignore[union-attr]
+    vanished = [r for r in caplog.records if "vanished" in r.getMessage()]
+    assert len(vanished) == 1 and "t-1" in vanished[0].getMessage()
+    assert again.log_dir_of("t", 1) is None
+    again.shutdown()
+
+
+def test_more_segments_than_the_descriptor_budget_stay_readable(
+        dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    from odradek.storage import file_handles
+
+    pool = file_handles.FileHandles(16)
+    monkeypatch.setattr(file_handles, "HANDLES", pool)
+    m = manager(dirs[:1])
+    logs = [m.create("t", p) for p in range(60)]
+    for _ in range(3):
+        for lg in logs:
+            lg.append_as_leader(make_batch(), 0)
+        assert pool.open_count <= 16
+    m.shutdown()
+    again = manager(dirs[:1])
+    for lg in again.all_logs():
+        assert lg.log_end_offset == 3
+        assert len(lg.read(0, 1 << 20).records) > 0
+    assert pool.open_count <= 16 and pool.evicted > 0
+    again.shutdown()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from odradek.cluster import store as store_records
 from odradek.cluster import topic_rules as rules
 from odradek.cluster.metadata import (
     BrokerInfo,
@@ -21,6 +22,7 @@ from odradek.cluster.metadata import (
     PartitionInfo,
     TopicInfo,
     new_topic_id,
+    topic_to_json,
     validate_topic_name,
 )
 from odradek.cluster.store import MetadataStore
@@ -132,13 +134,21 @@ class Controller:
         cluster_id: str,
         local_broker: BrokerInfo,
         broker_defaults: Callable[[], Mapping[str, Any]],
+        loaded: dict[str, Any] | None = None,
+        loaded_topics: dict[str, TopicInfo] | None = None,
     ) -> None:
+        """`loaded`: what the store holds, when the caller has read it already (the
+        broker reads it once at start-up, before the logs), and `loaded_topics` its
+        topics already parsed."""
         self.store = store
         self.node_id = local_broker.node_id
         self._broker_defaults = broker_defaults
         self._listeners: list[Listener] = []
-        data = store.load()
-        topics = MetadataImage.topics_from_json(data) if data else {}
+        data = loaded if loaded is not None else store.load()
+        if loaded_topics is not None and loaded is not None:
+            topics = loaded_topics
+        else:
+            topics = MetadataImage.topics_from_json(data) if data else {}
         self.image = MetadataImage(
             cluster_id=(data or {}).get("cluster_id", cluster_id),
             controller_id=local_broker.node_id,
@@ -158,7 +168,7 @@ class Controller:
         self._pid_next = self.image.next_producer_id
         self._pid_end = self.image.next_producer_id
         # One change at a time: each is computed from the image the previous one left,
-        # and the store's write (two fsyncs) runs off the event loop in between.
+        # and the store's write (an append and its fsync) runs off the event loop.
         self._changing = asyncio.Lock()
         if data is None:
             self.store.save(self.image.to_json())
@@ -167,7 +177,23 @@ class Controller:
         self._listeners.append(listener)
 
     async def _save(self, new: MetadataImage) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self.store.save, new.to_json())
+        """Persist what changed from the current image: a record per changed topic and
+        one for the cluster-wide fields if they changed (store.py); a full snapshot
+        when the store's log has outgrown it."""
+        old = self.image
+        loop = asyncio.get_running_loop()
+        if self.store.wants_snapshot():
+            await loop.run_in_executor(None, self.store.save, new.to_json())
+            return
+        records = [
+            store_records.topic_record(name, None if t is None else topic_to_json(t))
+            for name in old.topics.keys() | new.topics.keys()
+            if (t := new.topics.get(name)) is not old.topics.get(name)
+        ]
+        header = new.header_json()
+        if header != old.header_json():
+            records.append(store_records.header_record(header))
+        await loop.run_in_executor(None, self.store.append, records)
 
     async def _commit(self, new: MetadataImage, event: str, topic: str) -> None:
         old = self.image

@@ -101,6 +101,25 @@ class TopicInfo:
         return replace(self, configs=dict(configs))
 
 
+def topic_to_json(t: TopicInfo) -> dict[str, Any]:
+    return {
+        "name": t.name,
+        "topic_id": uuid_to_kafka(t.topic_id),
+        "configs": t.configs,
+        "partitions": [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "leader_epoch": p.leader_epoch,
+                "replicas": list(p.replicas),
+                "isr": list(p.isr),
+                "partition_epoch": p.partition_epoch,
+            }
+            for p in t.partitions
+        ],
+    }
+
+
 @dataclass(frozen=True)
 class MetadataImage:
     cluster_id: str
@@ -121,12 +140,27 @@ class MetadataImage:
     client_quotas: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
-        for t in self.topics.values():
-            if t.topic_id == topic_id:
-                return t
-        return None
+        """A dict lookup (Fetch v13+ names topics by id: a scan of every topic per
+        lookup was quadratic in a fetch of many topics). The index is built on first
+        use; a stale entry (the topics dict changed in place) rebuilds it."""
+        index: dict[uuid.UUID, TopicInfo] | None = self.__dict__.get("_by_id")
+        if index is not None:
+            found = index.get(topic_id)
+            if found is not None and self.topics.get(found.name) is found:
+                return found
+            if found is None and self.__dict__.get("_by_id_size") == len(self.topics):
+                return None
+        index = {t.topic_id: t for t in self.topics.values()}
+        self.__dict__["_by_id"] = index
+        self.__dict__["_by_id_size"] = len(self.topics)
+        return index.get(topic_id)
 
     def to_json(self) -> dict[str, Any]:
+        return {**self.header_json(),
+                "topics": [topic_to_json(t) for t in self.topics.values()]}
+
+    def header_json(self) -> dict[str, Any]:
+        """Everything but the topics: what the store records as one header record."""
         return {
             "version": 1,
             "cluster_id": self.cluster_id,
@@ -136,25 +170,6 @@ class MetadataImage:
             "client_metrics": self.client_metrics,
             "acls": [list(a) for a in self.acls],
             "client_quotas": self.client_quotas,
-            "topics": [
-                {
-                    "name": t.name,
-                    "topic_id": uuid_to_kafka(t.topic_id),
-                    "configs": t.configs,
-                    "partitions": [
-                        {
-                            "partition": p.partition,
-                            "leader": p.leader,
-                            "leader_epoch": p.leader_epoch,
-                            "replicas": list(p.replicas),
-                            "isr": list(p.isr),
-                            "partition_epoch": p.partition_epoch,
-                        }
-                        for p in t.partitions
-                    ],
-                }
-                for t in self.topics.values()
-            ],
         }
 
     @staticmethod

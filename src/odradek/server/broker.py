@@ -54,6 +54,7 @@ from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
 from odradek.server.quota_step import QuotaStep
 from odradek.server.txn_storage import BrokerTransactions
+from odradek.storage import file_handles
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
     read_meta_properties,
@@ -62,6 +63,7 @@ from odradek.storage.checkpoints import (
 from odradek.storage.cleaner_manager import CleanerConfig, owner_via
 from odradek.storage.descriptors import DescriptorReserve
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_dir_scan import StartupAborted
 from odradek.storage.manager import LogManager
 
 if TYPE_CHECKING:
@@ -102,7 +104,12 @@ class Broker:
         self.connection_limits = ConnectionLimits.from_config(
             config.__getitem__, config.security_props, [li.name for li in config.listeners],
             lambda: self.quotas.configs, self.quotas.samples, self.quotas.window_ms)
-        self._stored_topics: dict[str, TopicInfo] | None = None  # read once at start-up
+        # The embedded store's contents, read once at start-up: the logs found on disk
+        # take their configs from it and the Controller starts from it (issue 12: it was
+        # re-read and re-parsed for every partition directory).
+        self._stored: dict[str, Any] | None = None
+        self._stored_topics: dict[str, TopicInfo] | None = None
+        self._startup_configs: dict[str, LogConfig] = {}
 
     # ---- lifecycle --------------------------------------------------------------
 
@@ -115,6 +122,7 @@ class Broker:
             d.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         cluster_id = self._cluster_id(dirs)
+        store = FileMetadataStore(dirs[0])  # read here once, then the Controller's
         if self.config["zookeeper.connect"]:
             from odradek.server import zk_membership  # kazoo: only for clusters
 
@@ -122,6 +130,12 @@ class Broker:
                                                      cluster_id, self.config.values)
             self.controller = self.zk
             cluster_id = self.zk.image.cluster_id  # /cluster/id is the cluster's
+            stored_topics: Mapping[str, TopicInfo] = self.zk.image.topics
+        else:
+            self._stored = await loop.run_in_executor(None, store.load)
+            stored_topics = self._stored_topics = MetadataImage.topics_from_json(
+                self._stored or {})
+        self._startup_configs = self._log_configs(stored_topics)
         self.logs = LogManager(
             dirs,
             node_id=self.node_id,
@@ -138,7 +152,8 @@ class Broker:
         await loop.run_in_executor(None, self.logs.startup)
         log.info("loaded %d logs from %s in %.2fs", len(self.logs.all_logs()),
                  ", ".join(str(d) for d in dirs), time.monotonic() - started)
-        self._stored_topics = None
+        self._check_open_files_limit(len(self.logs.all_logs()))
+        self._startup_configs = {}
         await self._bind()
         me = self._broker_info()
         self.replicas = ReplicaManager(self.logs, self.node_id)
@@ -150,11 +165,14 @@ class Broker:
             await zk_membership.register(self.zk, me)
         else:
             self.controller = Controller(
-                FileMetadataStore(dirs[0]),
+                store,
                 cluster_id=self.logs.cluster_id,
                 local_broker=me,
                 broker_defaults=self.config.values,
+                loaded=self._stored,
+                loaded_topics=self._stored_topics,
             )
+            self._stored, self._stored_topics = None, None
         # no await from here until the listener is added: no metadata change is missed
         self._apply_dynamic_broker_configs(self.controller.image)
         self._reconcile()
@@ -193,6 +211,11 @@ class Broker:
                  self.controller.image.cluster_id,
                  ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
 
+    def abort_start(self) -> None:
+        """SIGTERM while `start()` runs: the log loading stops within a partition."""
+        if hasattr(self, "logs"):
+            self.logs.abort_startup()
+
     async def stop(self) -> None:
         if self._stopping:
             return
@@ -223,6 +246,9 @@ class Broker:
             self._metrics_server.shutdown()
         if hasattr(self, "replicas"):
             await self.replicas.shutdown()
+        if not hasattr(self, "logs") or not self.logs.started:
+            log.info("odradek broker %d stopped during start-up", self.node_id)
+            return  # nothing was loaded, or loading was aborted: nothing to write
         # In a thread: a cleaner thread may be waiting for the loop to swap a segment in.
         await asyncio.get_running_loop().run_in_executor(None, self.logs.stop_cleaner)
         self.logs.shutdown()
@@ -247,6 +273,20 @@ class Broker:
                     self.descriptor_reserve))
             host, port = socks[0].getsockname()[:2]
             self.bound[listener.name] = (listener.host or host, port)
+
+    def _check_open_files_limit(self, partitions: int) -> None:
+        """One line saying what to raise when the limit cannot keep every active
+        segment open (the broker runs anyway: file_handles.py opens on demand)."""
+        limit = file_handles.open_files_limit()
+        needed = file_handles.files_needed(partitions)
+        if limit is not None and limit < needed and not file_handles.HANDLES.warned:
+            file_handles.HANDLES.warned = True
+            log.warning(
+                "%d partitions and an open-files limit of %d: segment files are opened "
+                "and closed on demand (at most %d at once), which costs a system call "
+                "per use; raise the open-files limit (ulimit -n, systemd LimitNOFILE) to "
+                "%d to keep them open", partitions, limit, file_handles.HANDLES.budget,
+                needed)
 
     def _current_acls(self) -> AclAuthorizer:
         assert self._authorizer is not None
@@ -360,21 +400,18 @@ class Broker:
         overrides = overrides_as_mapping(info.configs) if info else {}
         return LogConfig.resolve(overrides, self.config.values())
 
-    def _config_for_dir_name(self, topic: str) -> LogConfig:
-        """Config for a log found on disk at start-up, before the image is loaded."""
-        info = self._startup_topics().get(topic)
-        overrides = overrides_as_mapping(info.configs) if info else {}
-        return LogConfig.resolve(overrides, self.config.values())
+    def _log_configs(self, topics: Mapping[str, TopicInfo]) -> dict[str, LogConfig]:
+        """Each stored topic's resolved log config: one resolve per topic, not per
+        partition directory."""
+        broker = self.config.values()
+        return {name: LogConfig.resolve(overrides_as_mapping(info.configs), broker)
+                for name, info in topics.items()}
 
-    def _startup_topics(self) -> Mapping[str, TopicInfo]:
-        """The topics as stored, read once for the whole start-up (it used to be read
-        again for every partition directory: minutes with thousands of partitions)."""
-        if self.zk is not None:
-            return self.zk.image.topics
-        if self._stored_topics is None:  # recovery threads may race here: both read alike
-            store = FileMetadataStore(self.config.log_dirs[0]).load() or {}
-            self._stored_topics = MetadataImage.topics_from_json(store) if store else {}
-        return self._stored_topics
+    def _config_for_dir_name(self, topic: str) -> LogConfig:
+        """Config for a log found on disk at start-up, before the image is loaded: a
+        dict lookup (the recovery threads call it once per partition directory)."""
+        config = self._startup_configs.get(topic)
+        return config if config is not None else LogConfig.resolve({}, self.config.values())
 
     def _reconcile(self) -> None:
         image = self.controller.image
@@ -407,8 +444,9 @@ class Broker:
             plog = self.logs.get(topic, p.partition)
             if plog is None:
                 try:
+                    # fsynced in one pass off the loop (_sync_created), not one by one here
                     plog = self.logs.create(topic, p.partition, config,
-                                            uuid_to_kafka(info.topic_id))
+                                            uuid_to_kafka(info.topic_id), durable=False)
                 except KafkaStorageError as exc:
                     # as Kafka: the topic exists, this replica is offline (Metadata
                     # says so); the next change to the topic tries to open it again
@@ -423,6 +461,14 @@ class Broker:
                       "(partitions %s): %s", len(failed), topic,
                       ",".join(str(i) for i, _ in failed[:20]) + (",…" if len(failed) > 20 else ""),
                       failed[0][1])  # fmt: skip
+
+    def _sync_created(self) -> None:
+        """Make new partitions durable in a worker thread (the next checkpoint would)."""
+        if self._stopping:
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop: start-up's reconcile
+            loop = asyncio.get_running_loop()
+            self.track(loop.run_in_executor(None, self.logs.sync_created))
 
     def _drop_replicas_moved_away(self, topic: str) -> None:
         """A reassignment took this broker out of the replica set: stop hosting the
@@ -444,12 +490,13 @@ class Broker:
     ) -> None:
         if event in ("created", "partitions"):
             self._open_partitions(topic)
+            self._sync_created()
         elif event == "partition-state":  # with ZooKeeper: leaders, ISRs, reassignments
             self._open_partitions(topic)
             self._drop_replicas_moved_away(topic)
         elif event == "deleted":
-            for p in self.replicas.remove_topic(topic):
-                self.logs.delete(p.topic, p.index)
+            removed = self.replicas.remove_topic(topic)
+            self.logs.delete_many((p.topic, p.index) for p in removed)
             self.metrics.partitions.set(len(self.replicas.partitions))
         elif event == "configs":
             config = self.log_config_for(topic)
@@ -541,16 +588,29 @@ async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | Non
     import signal
 
     broker = Broker(config)
-    await broker.start()
-    if ready is not None:
-        ready(broker)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Before the start: a SIGTERM during a long start-up (thousands of partitions to
+    # load) stops the broker at once, not once it has finished starting.
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    starting = asyncio.ensure_future(broker.start())
+    stopped = asyncio.ensure_future(stop.wait())
     try:
-        await stop.wait()
+        await asyncio.wait((starting, stopped), return_when=asyncio.FIRST_COMPLETED)
+        if not starting.done():
+            log.info("stop requested during start-up: stopping")
+            broker.abort_start()
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StartupAborted):
+                await starting
+            return
+        starting.result()  # a failed start raises here
+        if ready is not None:
+            ready(broker)
+        await stopped
     finally:
+        stopped.cancel()
         await broker.stop()
 

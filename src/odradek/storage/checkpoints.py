@@ -56,6 +56,14 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -232,10 +240,10 @@ def write_meta_properties(path: Path, meta: MetaProperties) -> None:
 # ------------------------------------------------------------------ partition.metadata
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: str) -> None:
+def write_partition_metadata(partition_dir: Path, topic_id: str, *, sync: bool = True) -> None:
     uuid_from_str(topic_id)  # refuse to write what Kafka could not read back
     text = f"version: 0\ntopic_id: {topic_id}"
-    write_atomically(partition_dir / PARTITION_METADATA, text.encode())
+    write_atomically(partition_dir / PARTITION_METADATA, text.encode(), sync=sync)
 
 
 def read_partition_metadata(partition_dir: Path) -> str | None:

@@ -39,6 +39,8 @@ class DelayedDeleter:
 
     def purge(self, now_ms: int) -> int:
         """Remove the segments whose delay is up; returns how many went."""
+        if not self._pending:
+            return 0  # the usual case, every second for every log: no lock, no lists
         with self._lock:
             due = [seg for t, seg in self._pending if t <= now_ms]
             self._pending = [(t, seg) for t, seg in self._pending if t > now_ms]

@@ -18,6 +18,8 @@ from odradek.storage.checkpoints import (
     CHECKPOINT_VERSION,
     CheckpointError,
     format_checkpoint,
+    fsync_dir,
+    fsync_file,
     parse_checkpoint,
     read_text,
     write_atomically,
@@ -38,11 +40,15 @@ class EpochEntry(NamedTuple):
 
 class LeaderEpochFileCache:
     def __init__(self, path: Path, *, sync: bool = True) -> None:
+        """`sync=False`: writes are not fsynced; the log calls `sync()` before its
+        recovery point advances (Kafka's KAFKA-15046: becoming leader of thousands of
+        partitions paid an fsync each)."""
         self.path = path
         self._sync = sync
         # set when the file could not be read: the log rebuilds it from its batches
         self.damaged: str | None = None
         self.unsaved = False  # a write failed for want of descriptors: retried later
+        self._unsynced = False
         self._entries: list[EpochEntry] = self._read()
 
     def _read(self) -> list[EpochEntry]:
@@ -97,6 +103,18 @@ class LeaderEpochFileCache:
             self.unsaved = True
             return
         self.unsaved = False
+        self._unsynced = not self._sync
+
+    def sync(self) -> None:
+        """Make the last write durable, if it was not."""
+        if not self._unsynced:
+            return
+        self._unsynced = False
+        try:
+            fsync_file(self.path)
+        except FileNotFoundError:
+            return
+        fsync_dir(self.path.parent)
 
     @property
     def entries(self) -> list[EpochEntry]:
@@ -178,8 +196,10 @@ class LeaderEpochFileCache:
         while self._entries and self._entries[0].start_offset <= start_offset:
             removed.append(self._entries.pop(0))
         if removed:
-            self._entries.insert(0, EpochEntry(removed[-1].epoch, start_offset))
-            self.flush()
+            first = EpochEntry(removed[-1].epoch, start_offset)
+            self._entries.insert(0, first)
+            if removed != [first]:  # unchanged at every start-up: no rewrite
+                self.flush()
 
     def clear(self) -> None:
         self._entries = []

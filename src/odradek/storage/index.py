@@ -23,6 +23,8 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
+from odradek.storage.file_handles import PooledFile
+
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
 INT32_MAX = (1 << 31) - 1
@@ -56,7 +58,9 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self._max_entries = max(max_index_size // self.entry_size, 1)
-        self._fd = -1
+        # opened on first write, closed when idle or at roll (file_handles.py)
+        self._file = PooledFile(path, _OPEN_APPEND)
+        self._dirty = False  # written since the last flush
         self._loaded = False
         try:
             length = path.stat().st_size
@@ -95,45 +99,44 @@ class _Index:
         return data
 
     def _write(self, data: bytes) -> None:
-        if self._fd < 0:
-            self._fd = os.open(self.path, _OPEN_APPEND, 0o644)
-        written = os.write(self._fd, data)
-        if written != len(data):
-            # A short write to a regular file means the disk is full: undo it.
-            os.ftruncate(self._fd, self._entries * self.entry_size)
-            raise OSError(f"short write to {self.path}")
+        self._dirty = True
+        with self._file as fd:
+            written = os.write(fd, data)
+            if written != len(data):
+                # A short write to a regular file means the disk is full: undo it.
+                os.ftruncate(fd, self._entries * self.entry_size)
+                raise OSError(f"short write to {self.path}")
         self._entries += 1
         self._file_length += len(data)
 
     def _truncate_file(self, entries: int) -> None:
         length = entries * self.entry_size
-        if self._fd < 0:
-            # Opened (and created if it went missing): Kafka's tools expect the file.
-            self._fd = os.open(self.path, _OPEN_APPEND, 0o644)
-        os.ftruncate(self._fd, length)
+        # Opened (and created if it went missing): Kafka's tools expect the file.
+        self._dirty = True
+        with self._file as fd:
+            os.ftruncate(fd, length)
         self._entries = entries
         self._file_length = length
 
     def flush(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
-        elif self.path.exists():
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        """fsync what was written since the last flush (index files found on disk were
+        synced with their segment before: below the recovery point or at a clean stop)."""
+        if not self._dirty:
+            return
+        self._dirty = False
+        with self._file as fd:
+            os.fsync(fd)
 
     def close(self) -> None:
-        """Close the file handle; the entries stay readable."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Close the file handle; the entries stay readable (and writable: the file
+        reopens on the next write)."""
+        self._file.release_descriptor()
 
     def rename(self, path: Path) -> None:
         if self.path.exists():
             os.replace(self.path, path)
         self.path = path
+        self._file.rename(path)
 
     def delete(self) -> None:
         self.close()

@@ -234,6 +234,23 @@ class LocalLog:
                 self.recovery_point = min(target, self._log_end_offset)
             self._last_flush_ms = self._clock()
 
+    def flush_target(self, now: int) -> int | None:
+        """Where the flush timer should flush to now, or None: a rolled segment not yet
+        synced (its base), or `flush.messages` / `flush.ms` reached (the log end).
+        Plain reads, no lock (a stale value is seen at the next tick): it runs for
+        every log every second, so it is kept to a few attribute reads."""
+        rp = self.recovery_point
+        leo = self._log_end_offset
+        if leo <= rp:
+            return None
+        active = self._segments[-1].base_offset
+        if rp < active:
+            return active
+        config = self.config
+        if leo - rp >= config.flush_messages or now - self._last_flush_ms >= config.flush_ms:
+            return leo
+        return None
+
     def flush_due(self) -> bool:
         """Whether `flush.messages` or `flush.ms` asks for a flush now."""
         unflushed = self._log_end_offset - self.recovery_point

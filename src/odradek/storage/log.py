@@ -24,6 +24,7 @@ the whole log dir offline); from then on every operation raises KafkaStorageErro
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
@@ -111,18 +112,24 @@ class Log:
         clean_shutdown: bool = False,
         clock_ms: Callable[[], int] = _now_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        must_exist: bool = False,
     ) -> Log:
-        """Open (creating if needed) a partition directory, recovering it if need be."""
+        """Open (creating if needed) a partition directory, recovering it if need be.
+        `must_exist`: FileNotFoundError rather than an empty log if the dir is gone (a
+        partition found at start-up and removed meanwhile)."""
         parse_topic_partition(directory.name)
-        directory.mkdir(parents=True, exist_ok=True)
-        epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT)
+        if not must_exist:
+            directory.mkdir(parents=True, exist_ok=True)
+        # listed once for the loader and the producer state (FileNotFoundError: gone)
+        listing = os.listdir(directory)
+        epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
         producers = ProducerStateManager(
-            directory, producer_id_expiration_ms=producer_id_expiration_ms
+            directory, producer_id_expiration_ms=producer_id_expiration_ms, listing=listing
         )
         loaded = LogLoader(
             directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown, now_ms=clock_ms(), leader_epochs=epochs,
-            producer_state=producers,
+            producer_state=producers, listing=listing,
         ).load()  # fmt: skip
         if epochs.damaged is not None:
             epochs.rebuild(
@@ -460,9 +467,16 @@ class Log:
         if self.offline or self.closed:
             return
         try:
+            # the epochs of what becomes durable first: recovery trusts the file below
+            # the recovery point
+            self.leader_epochs.sync()
             self._local.flush(up_to)
         except OSError as exc:
             raise self._io_failed("flush", exc) from exc
+
+    def flush_target(self, now_ms: int) -> int | None:
+        """The flush timer's question (LocalLog.flush_target); None when offline."""
+        return None if self.offline or self.closed else self._local.flush_target(now_ms)
 
     def maybe_flush(self) -> bool:
         """After an append: `flush.messages` reached asks for a flush, queued to the
@@ -608,6 +622,7 @@ class Log:
                 self.close_without_flush()  # nothing can be written to a failed dir
                 return
             try:
+                self.leader_epochs.sync()
                 self._local.flush_for_close()
             except OSError as exc:
                 raise self._io_failed("flush", exc) from exc

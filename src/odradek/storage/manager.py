@@ -25,6 +25,7 @@ dirs carry on. A dir that cannot be read at start-up is offline from the start.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -48,11 +49,13 @@ from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
+    PARTITION_METADATA,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     MetaProperties,
     TopicPartition,
     fsync_dir,
+    fsync_file,
     new_uuid,
     read_meta_properties,
     read_offsets_or_reset,
@@ -64,21 +67,25 @@ from odradek.storage.checkpoints import (
 from odradek.storage.cleaner import Owner
 from odradek.storage.cleaner_manager import CleanerConfig, LogCleaner, LogCleanerManager
 from odradek.storage.descriptors import ExhaustionWarnings, is_exhausted
-from odradek.storage.dir_move import FUTURE_DIR_SUFFIX, PartitionMove
-from odradek.storage.log import Log, parse_topic_partition
+from odradek.storage.dir_move import PartitionMove
+from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_dir_scan import (
+    DELETE_DIR_SUFFIX,
+    DirAssignments,
+    LogDirError,
+    StartupAborted,
+    open_found_partition,
+    partition_dirs,
+)
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from odradek.storage.retention import delete_old_segments, delete_records
 
 log = logging.getLogger(__name__)
 
-DELETE_DIR_SUFFIX = "-delete"
-STRAY_DIR_SUFFIX = "-stray"
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
-class LogDirError(Exception):
-    """A log dir the broker must not start on: wrong node, wrong cluster, duplicates."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +139,10 @@ class LogManager:
         self.directory_ids: dict[Path, str] = {}
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._logs: dict[TopicPartition, Log] = {}
-        self._dir_of: dict[TopicPartition, Path] = {}
+        self._dir_of = DirAssignments()
+        # partitions created without their fsyncs (create(durable=False)): synced by the
+        # next checkpoint, as Kafka flushes a new partition's metadata file with the log
+        self._unsynced: set[Path] = set()
         self._to_delete: list[tuple[Path, int]] = []  # (renamed dir, remove after ms)
         self.offline_dirs: dict[Path, str] = {}  # failed dir → the error that took it down
         self._failure_lock = threading.Lock()
@@ -148,10 +158,25 @@ class LogManager:
         self.moves: dict[TopicPartition, PartitionMove] = {}
         self.on_log_moved: Callable[[TopicPartition, Log], None] | None = None
         self.started = False
+        self._aborting = threading.Event()
 
     # -------------------------------------------------------------- startup
 
+    def abort_startup(self) -> None:
+        """Stop a `startup()` running in another thread: it closes what it opened
+        (writing nothing) and raises StartupAborted within one partition's load."""
+        self._aborting.set()
+
     def startup(self) -> None:
+        try:
+            self._startup()
+        except StartupAborted:
+            for lg in self._logs.values():
+                lg.close_without_flush()  # as loaded: a clean-shutdown marker stays
+            self._logs.clear()
+            raise
+
+    def _startup(self) -> None:
         for directory in self.log_dirs:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
@@ -220,47 +245,36 @@ class LogManager:
         high_watermarks = read_offsets_or_reset(
             directory / REPLICATION_OFFSET_CHECKPOINT,
             "high watermarks reset to each log's start until replication sets them")
-        jobs: list[tuple[TopicPartition, Path]] = []
-        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-            if not entry.is_dir():
-                continue
-            name = entry.name
-            if name.endswith(DELETE_DIR_SUFFIX):
-                log.info("removing %s, a deleted partition", entry.path)
-                shutil.rmtree(entry.path, ignore_errors=True)
-                continue
-            if name.endswith(FUTURE_DIR_SUFFIX):
-                log.warning("removing %s: a move to this dir did not finish", entry.path)
-                shutil.rmtree(entry.path, ignore_errors=True)
-                continue
-            if name.endswith(STRAY_DIR_SUFFIX):
-                log.warning("leaving %s alone: stray replicas are not loaded", name)
-                continue
-            try:
-                tp = parse_topic_partition(name)
-            except ValueError:
-                log.warning("skipping %s in %s: not a partition directory", name, directory)
-                continue
+        jobs = partition_dirs(directory)
+        for tp, _path in jobs:
             if tp in self._dir_of:
                 raise LogDirError(
                     f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {directory}"
                 )
             self._dir_of[tp] = directory
-            jobs.append((tp, Path(entry.path)))
 
-        def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log]:
+        def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log | None]:
+            if self._aborting.is_set():
+                raise StartupAborted
             tp, path = job
-            return tp, self.open_log(
+            return tp, open_found_partition(path, lambda: self.open_log(
                 path,
                 self._config_for(tp[0]),
                 recovery_point=recovery_points.get(tp, 0),
                 log_start_offset=log_starts.get(tp, 0),
                 clean_shutdown=clean,
-            )
+                must_exist=True,
+            ))
 
+        log.info("loading %d partitions from %s after %s shutdown, %d thread(s)",
+                 len(jobs), directory, "a clean" if clean else "an unclean",
+                 self.recovery_threads_per_dir)
         started = time.monotonic()
         with ThreadPoolExecutor(self.recovery_threads_per_dir) as pool:
             for tp, opened in pool.map(load, jobs):
+                if opened is None:
+                    del self._dir_of[tp]
+                    continue
                 opened.high_watermark = high_watermarks.get(tp, opened.log_start_offset)
                 # kept aside: the broker may open a partition as its only replica (HW =
                 # LEO), and replication restores this when the partition has followers
@@ -294,21 +308,18 @@ class LogManager:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def _partition_counts(self) -> dict[Path, int]:
-        counts = dict.fromkeys(self.online_dirs, 0)
-        for directory in self._dir_of.values():
-            if directory in counts:
-                counts[directory] += 1
-        return counts
+        return {d: self._dir_of.counts.get(d, 0) for d in self.online_dirs}
 
     # -------------------------------------------------------------- failed dirs
 
     def open_log(self, path: Path, config: LogConfig, *, recovery_point: int = 0,
-                 log_start_offset: int = 0, clean_shutdown: bool = False) -> Log:
+                 log_start_offset: int = 0, clean_shutdown: bool = False,
+                 must_exist: bool = False) -> Log:
         """Open a partition dir with this manager's clock, and watch it for I/O errors."""
         lg = Log.open(
             path, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown, clock_ms=self._clock,
-            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            producer_id_expiration_ms=self.producer_id_expiration_ms, must_exist=must_exist,
         )  # fmt: skip
         lg.on_io_error = self._on_io_error
         lg.flushes.executor = self.flusher
@@ -360,8 +371,16 @@ class LogManager:
         partition: int,
         config: LogConfig | None = None,
         topic_id: str | None = None,
+        *,
+        durable: bool = True,
     ) -> Log:
-        """The partition's log, created in the dir holding the fewest partitions."""
+        """The partition's log, created in the dir holding the fewest partitions.
+
+        `durable=False` skips the fsyncs of `partition.metadata` and of the dirs (three
+        per partition: thousands of partitions took seconds each); `sync_created()`
+        makes them durable later, at the latest with the next checkpoint. A crash
+        before that loses nothing: the metadata store is the source of truth, and the
+        broker recreates what is missing at start-up."""
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
@@ -379,8 +398,11 @@ class LogManager:
         try:
             path.mkdir(parents=True, exist_ok=True)
             if topic_id is not None:
-                write_partition_metadata(path, topic_id)
-            fsync_dir(directory)
+                write_partition_metadata(path, topic_id, sync=durable)
+            if durable:
+                fsync_dir(directory)
+            else:
+                self._unsynced.add(path)
             created = self.open_log(path, config or self._config_for(topic))
         except OSError as exc:
             if is_exhausted(exc):
@@ -396,9 +418,49 @@ class LogManager:
         self._dir_of[(topic, partition)] = directory
         return created
 
-    def delete(self, topic: str, partition: int) -> Path | None:
+    def sync_created(self) -> None:
+        """fsync what `create(durable=False)` left unsynced: each new partition's
+        metadata file and dir, then each parent dir once."""
+        pending, self._unsynced = self._unsynced, set()
+        parents: set[Path] = set()
+        for path in pending:
+            if path.parent in self.offline_dirs or not path.exists():
+                continue  # deleted meanwhile, or its dir failed
+            try:
+                with contextlib.suppress(FileNotFoundError):
+                    fsync_file(path / PARTITION_METADATA)
+                fsync_dir(path)
+                parents.add(path.parent)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                self._dir_failed(path.parent, exc)
+        for directory in parents:
+            try:
+                fsync_dir(directory)
+            except OSError as exc:
+                self._dir_failed(directory, exc)
+
+    def delete_many(self, partitions: Iterable[TopicPartition]) -> None:
+        """Delete partitions, checkpointing each dir once at the end (Kafka's
+        asyncDelete with checkpoint=false, then one checkpoint per dir): deleting a
+        topic of thousands of partitions rewrote every checkpoint once per partition."""
+        touched: set[Path] = set()
+        for tp in partitions:
+            directory = self._dir_of.get(tp)
+            if self.delete(*tp, checkpoint=False) is not None and directory is not None:
+                touched.add(directory)
+        for directory in touched:
+            try:
+                fsync_dir(directory)
+                self._checkpoint_dir(directory)
+            except OSError as exc:
+                self._dir_failed(directory, exc)
+
+    def delete(self, topic: str, partition: int, *, checkpoint: bool = True) -> Path | None:
         """Close the log and rename its dir `<topic>-<partition>.<uuid>-delete`;
-        `purge_deleted` removes it after `file.delete.delay.ms`. Returns the new path."""
+        `purge_deleted` removes it after `file.delete.delay.ms`. Returns the new path.
+        `checkpoint=False`: the caller fsyncs the dir and checkpoints (delete_many)."""
         tp = (topic, partition)
         removed = self._logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
@@ -411,8 +473,10 @@ class LogManager:
         target = directory / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
             os.replace(removed.directory, target)
-            fsync_dir(directory)
-            self._checkpoint_dir(directory)
+            self._unsynced.discard(removed.directory)
+            if checkpoint:
+                fsync_dir(directory)
+                self._checkpoint_dir(directory)
         except OSError as exc:
             self._dir_failed(directory, exc)
             return None
@@ -421,12 +485,17 @@ class LogManager:
 
     def purge_deleted(self, now_ms: int | None = None) -> int:
         now = self._clock() if now_ms is None else now_ms
+        for lg in self.all_logs():
+            lg.purge_deleted_segments(now)
+        return self._purge_deleted_dirs(now)
+
+    def _purge_deleted_dirs(self, now: int) -> int:
+        if not self._to_delete:
+            return 0
         due = [(p, t) for p, t in self._to_delete if t <= now]
         for path, _ in due:
             shutil.rmtree(path, ignore_errors=True)
         self._to_delete = [(p, t) for p, t in self._to_delete if t > now]
-        for lg in self.all_logs():
-            lg.purge_deleted_segments(now)
         return len(due)
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
@@ -519,6 +588,7 @@ class LogManager:
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every dir."""
+        self.sync_created()
         for directory in self.online_dirs:
             try:
                 self._checkpoint_dir(directory)
@@ -530,20 +600,21 @@ class LogManager:
         `flush.messages` / `flush.ms` is reached. Blocking (fsync): run it in a thread.
         Returns how many logs were flushed."""
         flushed = 0
+        now = self._clock()
+        # one pass over the logs per tick, for both duties: at 20,000 partitions the
+        # tick itself was the broker's idle CPU
         for lg in self.all_logs():
-            if lg.closed or lg.offline:
-                continue
-            active_base = lg.active_segment.base_offset
+            lg.purge_deleted_segments(now)
+            target = lg.flush_target(now)
+            if target is None:
+                continue  # the usual case: two cheap checks per log per tick
             try:
-                if lg.recovery_point < active_base:
-                    # Kafka flushes a segment as soon as it is rolled (asynchronously).
-                    lg.flush(active_base)
-                    flushed += 1
-                elif lg.flush_if_due():
-                    flushed += 1
+                # Kafka flushes a segment as soon as it is rolled (asynchronously).
+                lg.flush(target)
+                flushed += 1
             except KafkaStorageError:
                 continue  # its dir is offline now (logged there); flush the others
-        self.purge_deleted()
+        self._purge_deleted_dirs(now)
         return flushed
 
     def remove_expired_producers(self) -> int:
@@ -612,6 +683,7 @@ class LogManager:
         self.stop_cleaner()
         if self.flusher is not None:
             self.flusher.shutdown(wait=True)  # the queued flushes first: they were owed
+        self.sync_created()
         by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
         for tp, lg in self._logs.items():
             by_dir[self._dir_of[tp]].append(lg)

@@ -307,12 +307,17 @@ def read_snapshot(path: Path) -> list[ProducerStateEntry]:
     return entries
 
 
-def list_snapshots(directory: Path) -> dict[int, Path]:
+def list_snapshots(directory: Path, names: list[str] | None = None) -> dict[int, Path]:
+    """`names`: the directory's listing, when the caller has it (a partition's load
+    lists its directory once)."""
     found: dict[int, Path] = {}
-    for path in directory.glob(f"*{SNAPSHOT_SUFFIX}"):
-        stem = path.name[: -len(SNAPSHOT_SUFFIX)]
-        if stem.isdigit():
-            found[int(stem)] = path
+    # os.listdir, not Path.glob: this runs for every partition at start-up, and glob
+    # cost ~0.4 ms a call there
+    for name in os.listdir(directory) if names is None else names:
+        if name.endswith(SNAPSHOT_SUFFIX):
+            stem = name[: -len(SNAPSHOT_SUFFIX)]
+            if stem.isdigit():
+                found[int(stem)] = directory / name
     return found
 
 
@@ -324,6 +329,7 @@ class ProducerStateManager:
         directory: Path,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        listing: list[str] | None = None,
     ) -> None:
         self.directory = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -331,7 +337,7 @@ class ProducerStateManager:
         # producer id → first offset of its open transaction: the last stable offset
         # is the smallest of these (Kafka's ongoingTxns), so it is kept, not searched
         self.ongoing: dict[int, int] = {}
-        self.snapshots = list_snapshots(directory)
+        self.snapshots = list_snapshots(directory, listing)
         self.map_end_offset = 0  # state covers every batch below this offset
         self.last_snap_offset = 0
 

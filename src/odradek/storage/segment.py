@@ -37,6 +37,7 @@ from odradek.protocol.batch import (
     HeaderFields,
 )
 from odradek.protocol.errors import CorruptMessage
+from odradek.storage.file_handles import PooledFile
 from odradek.storage.index import (
     INT32_MAX,
     NO_TIMESTAMP,
@@ -62,7 +63,6 @@ _LENGTH = struct.Struct(">i")
 # small batches, and a big batch costs one read for its header.
 _SCAN_CHUNK = 16 * 1024
 
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 Buffer = bytes | bytearray | memoryview
 
@@ -134,9 +134,14 @@ class LogSegment:
         # Each segment draws its own jitter, as in Kafka, so rolls spread out.
         self.roll_jitter_ms = random.randrange(min(jitter, config.segment_ms)) if jitter else 0
         self.log_path = segment_file(directory, base_offset, LOG_SUFFIX, suffix)
-        flags = os.O_RDWR | os.O_APPEND | _O_CLOEXEC | (os.O_CREAT if create else 0)
-        self._fd = os.open(self.log_path, flags, 0o644)
-        self.size = os.fstat(self._fd).st_size
+        # opened on first use and closed when idle (file_handles.py): thousands of
+        # partitions must not need thousands of descriptors
+        self._file = PooledFile(self.log_path, os.O_RDWR | os.O_APPEND, create=create)
+        self.size = os.stat(self.log_path).st_size
+        # Whether the file may hold bytes not yet fsynced: unknown for a file found on
+        # disk until the loader says otherwise (mark_flushed); a clean stop then syncs
+        # only what changed, not every partition it holds.
+        self._unflushed = not create
         index_size = config.segment_index_bytes
         self.offset_index = OffsetIndex(
             segment_file(directory, base_offset, INDEX_SUFFIX, suffix), base_offset, index_size
@@ -169,7 +174,7 @@ class LogSegment:
         while end - pos >= HEADER_SIZE:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
-                buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+                buf = self._pread(min(_SCAN_CHUNK, end - pos), pos)
                 self.bytes_scanned += len(buf)
                 buf_start, off = pos, 0
                 if len(buf) < HEADER_SIZE:
@@ -186,8 +191,12 @@ class LogSegment:
     def batches_from(self, position: int = 0) -> Iterator[tuple[int, HeaderFields]]:
         return self._headers(position, self.size)
 
+    def _pread(self, size: int, position: int) -> bytes:
+        with self._file as fd:
+            return os.pread(fd, size, position)
+
     def read_batch(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return self._pread(size, position)
 
     # -------------------------------------------------------------- offsets
 
@@ -206,7 +215,7 @@ class LogSegment:
         end = self.size
         unpack = PREFIX.unpack_from
         while end - pos >= HEADER_SIZE:
-            buf = os.pread(self._fd, min(_SCAN_CHUNK, end - pos), pos)
+            buf = self._pread(min(_SCAN_CHUNK, end - pos), pos)
             self.bytes_scanned += len(buf)
             n, off = len(buf), 0
             while n - off >= PREFIX.size:
@@ -230,7 +239,7 @@ class LogSegment:
         pos = max(start, self.offset_index.lookup_position(limit).position)
         unpack = _LENGTH.unpack_from
         while limit - pos >= HEADER_SIZE:
-            buf = os.pread(self._fd, min(_SCAN_CHUNK, limit - pos), pos)
+            buf = self._pread(min(_SCAN_CHUNK, limit - pos), pos)
             self.bytes_scanned += len(buf)
             n, off = len(buf), 0
             while n - off >= LOG_OVERHEAD:
@@ -327,7 +336,7 @@ class LogSegment:
         if self._rolling_ts is None:
             self._rolling_ts = NO_TIMESTAMP
             if self.size >= HEADER_SIZE:
-                self._rolling_ts = HEADER.unpack(os.pread(self._fd, HEADER_SIZE, 0))[F_MAX_TS]
+                self._rolling_ts = HEADER.unpack(self._pread(HEADER_SIZE, 0))[F_MAX_TS]
         return self._rolling_ts
 
     def time_waited_for_roll(self, now_ms: int, message_timestamp: int) -> int:
@@ -438,22 +447,27 @@ class LogSegment:
     def _write_all(self, data: Buffer) -> None:
         view = memoryview(data).cast("B")
         done = 0
-        try:
-            while done < len(view):
-                n = os.write(self._fd, view[done:])
-                if n <= 0:
-                    raise OSError(f"write to {self.log_path} made no progress")
-                done += n
-        except OSError:
-            # Never leave half a batch behind an acknowledged one.
-            os.ftruncate(self._fd, self.size)
-            raise
+        self._unflushed = True
+        with self._file as fd:
+            try:
+                while done < len(view):
+                    n = os.write(fd, view[done:])
+                    if n <= 0:
+                        raise OSError(f"write to {self.log_path} made no progress")
+                    done += n
+            except OSError:
+                # Never leave half a batch behind an acknowledged one.
+                os.ftruncate(fd, self.size)
+                raise
 
     def flush(self) -> None:
         if self.closed:
             return
         try:
-            _fdatasync(self._fd)
+            if self._unflushed:
+                self._unflushed = False  # first: an append meanwhile marks it again
+                with self._file as fd:
+                    _fdatasync(fd)
             self.offset_index.flush()
             self.time_index.flush()
         except OSError:
@@ -484,7 +498,9 @@ class LogSegment:
         removed = 0
         if mapping is not None:
             removed = self.size - mapping.position
-            os.ftruncate(self._fd, mapping.position)
+            self._unflushed = True
+            with self._file as fd:
+                os.ftruncate(fd, mapping.position)
             self.size = mapping.position
         if self.size == 0:
             self.created_ms = now_ms
@@ -509,10 +525,18 @@ class LogSegment:
         return recover_segment(self, on_new_epoch, latest_epoch)
 
     def file_size(self) -> int:
-        return os.fstat(self._fd).st_size
+        with self._file as fd:
+            return os.fstat(fd).st_size
+
+    def mark_flushed(self) -> None:
+        """The loader knows the file is durable (a clean shutdown, or below the
+        recovery point): nothing for the next flush to sync."""
+        self._unflushed = False
 
     def truncate_file(self, size: int) -> None:
-        os.ftruncate(self._fd, size)
+        self._unflushed = True
+        with self._file as fd:
+            os.ftruncate(fd, size)
         self.size = size
 
     def set_recovered_state(
@@ -545,7 +569,7 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.closed = True
-        os.close(self._fd)
+        self._file.close()
 
     def _paths(self) -> list[Path]:
         txn = segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX, self.suffix)
@@ -557,7 +581,7 @@ class LogSegment:
             self.offset_index.close()
             self.time_index.close()
             self.closed = True
-            os.close(self._fd)
+            self._file.close()
 
     def delete(self) -> None:
         """Close and remove every file of the segment."""
@@ -571,6 +595,7 @@ class LogSegment:
             raise ValueError(f"{self} has suffix {self.suffix!r}, not {old!r}")
         txn_old = segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX, old)
         self.log_path = self._rename(self.log_path, LOG_SUFFIX, new)
+        self._file.rename(self.log_path)
         self.offset_index.rename(segment_file(self.directory, self.base_offset, INDEX_SUFFIX, new))
         self.time_index.rename(
             segment_file(self.directory, self.base_offset, TIME_INDEX_SUFFIX, new)

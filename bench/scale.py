@@ -1,0 +1,426 @@
+"""How a single broker's costs grow with the partitions it holds (issue 12).
+
+One size at a time, on a fresh data dir: create the partitions (topics of
+`--per-topic` partitions each), produce records spread over all of them, then measure
+the full-Metadata latency, RSS, open descriptors and idle CPU, restart the broker
+cleanly (SIGTERM) and after `kill -9`, and delete every topic. The table puts each cost
+against the size, with the exponent of the fitted curve cost ∝ size^k (k ≈ 1: linear,
+k ≈ 0: flat; anything well above 1 is a defect to fix at its cause). On a shared machine
+the broker's CPU seconds are the steadier reading; wall times move with the load.
+
+    python -m bench.scale                    # 1,000, 5,000 and 20,000 partitions
+    python -m bench.scale --huge             # … and 50,000
+    python -m bench.scale --sizes 1000,5000  # any sizes
+    python -m bench.scale --quick            # CI's size: seconds
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from bench.brokers import cpu_seconds, die_with_parent, free_port, rss_kib
+from odradek.protocol.client_framing import ClientFraming, FrameSplitter, decode_response
+
+METADATA = 3
+DEFAULT_SIZES = (1_000, 5_000, 20_000)
+HUGE = 50_000
+QUICK_SIZES = (50, 200)
+CREATE_BATCH = 20  # topics per CreateTopics request
+
+
+# --- a raw client: the broker's own cost, not a client library's ----------------------
+
+class RawClient:
+    def __init__(self, bootstrap: str, timeout: float = 60.0) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.framing = ClientFraming("scale-bench")
+        self.frames = FrameSplitter()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def call_raw(self, api_key: int, version: int, **fields: Any) -> tuple[int, bytes]:
+        cid, request = self.framing.build(api_key, version, **fields)
+        self.sock.sendall(request)
+        while (frame := self.frames.next_frame()) is None:
+            chunk = self.sock.recv(max(self.frames.wanted, 1 << 20))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            self.frames.feed(chunk)
+        return cid, frame
+
+    def metadata(self) -> Any:
+        cid, frame = self.call_raw(METADATA, 12, topics=None,
+                                   allow_auto_topic_creation=False,
+                                   include_topic_authorized_operations=False)
+        return decode_response(METADATA, 12, frame, cid)
+
+
+def partitions_served(bootstrap: str) -> int:
+    client = RawClient(bootstrap)
+    try:
+        return sum(len(t.partitions) for t in client.metadata().topics)
+    finally:
+        client.close()
+
+
+# --- one broker on a data dir that survives its restarts ---------------------------
+
+@dataclass(eq=False)
+class ScaleBroker:
+    data_dir: Path
+    log_path: Path
+    extra: dict[str, str] = field(default_factory=dict)
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def command(self) -> list[str]:
+        props = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                 "log.dirs": str(self.data_dir), "metrics.port": "-1", **self.extra}
+        cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", "INFO"]
+        for k, v in props.items():
+            cmd += ["--override", f"{k}={v}"]
+        return cmd
+
+    def start(self, expect_partitions: int, timeout: float = 900.0) -> float:
+        """Seconds from the exec until a full Metadata lists every partition."""
+        started = time.monotonic()
+        with open(self.log_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                self.command(), stdin=subprocess.DEVNULL, stdout=out,
+                stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=die_with_parent,
+                env=self.env())
+        while time.monotonic() - started < timeout:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n"
+                                   f"{self.log_tail()}")
+            with contextlib.suppress(OSError):
+                if partitions_served(self.bootstrap) >= expect_partitions:
+                    return time.monotonic() - started
+            time.sleep(0.05)
+        raise RuntimeError(f"broker not ready within {timeout:.0f}s:\n{self.log_tail()}")
+
+    @staticmethod
+    def env() -> dict[str, str]:
+        """With bytecode caching on, as an installed broker runs: without it every start
+        compiles the whole package again (seconds on a loaded machine)."""
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return env
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 300.0) -> float:
+        """Seconds from the signal until the process is gone."""
+        if self.proc is None or self.proc.poll() is not None:
+            return 0.0
+        started = time.monotonic()
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        return time.monotonic() - started
+
+    def open_fds(self) -> int:
+        return len(os.listdir(f"/proc/{self.pid}/fd"))
+
+    def startup_work_s(self) -> float:
+        """The broker's own start-up, by its log: its "loaded N logs from … in S s"
+        line's S plus the time from that line to "started" — the restart without the
+        interpreter's start and imports (seconds of them on a loaded machine)."""
+        loaded_s: float | None = None
+        loaded_at = started_at = None
+        with contextlib.suppress(OSError):
+            for line in self.log_path.read_text(errors="replace").splitlines():
+                if " loaded " in line and " logs from " in line:
+                    with contextlib.suppress(ValueError, IndexError):
+                        loaded_s = float(line.rsplit(" in ", 1)[1].rstrip("s"))
+                        loaded_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+                elif " started, cluster " in line:
+                    with contextlib.suppress(ValueError):
+                        started_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
+        if loaded_s is None or loaded_at is None or started_at is None:
+            return 0.0
+        return loaded_s + (started_at - loaded_at).total_seconds()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        with contextlib.suppress(OSError):
+            return self.log_path.read_text(errors="replace")[-chars:]
+        return ""
+
+
+# --- the measurements ------------------------------------------------------------------
+
+def topic_names(size: int, per_topic: int) -> list[tuple[str, int]]:
+    """(topic, partitions) adding up to `size` partitions."""
+    out = []
+    left, i = size, 0
+    while left > 0:
+        n = min(per_topic, left)
+        out.append((f"scale-{i:05d}", n))
+        left -= n
+        i += 1
+    return out
+
+
+def create_topics(bootstrap: str, topics: list[tuple[str, int]]) -> float:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
+    started = time.monotonic()
+    for i in range(0, len(topics), CREATE_BATCH):  # requests of 1,000 partitions
+        futures = admin.create_topics(
+            [NewTopic(t, n, 1) for t, n in topics[i:i + CREATE_BATCH]],
+            operation_timeout=900, request_timeout=900)
+        for f in futures.values():
+            f.result()
+    return time.monotonic() - started
+
+
+def delete_topics(bootstrap: str, topics: list[tuple[str, int]]) -> float:
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
+    started = time.monotonic()
+    futures = admin.delete_topics([t for t, _ in topics], operation_timeout=600,
+                                  request_timeout=600)
+    for f in futures.values():
+        # the client gives up after its request timeout; the broker carries on
+        with contextlib.suppress(Exception):
+            f.result()
+    while partitions_served(bootstrap) > 0:
+        if time.monotonic() - started > 1800:
+            raise RuntimeError("topics not deleted within 30 minutes")
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def produce_spread(bootstrap: str, topics: list[tuple[str, int]], records: int) -> float:
+    """Records/s of 100-byte records sent round robin over every partition."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all",
+                         "queue.buffering.max.messages": 1_000_000})
+    targets = [(t, p) for t, n in topics for p in range(n)]
+    value = b"x" * 100
+    errors: list[str] = []
+
+    def report(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    started = time.monotonic()
+    for i in range(records):
+        topic, partition = targets[i % len(targets)]
+        while True:
+            try:
+                producer.produce(topic, value, partition=partition, on_delivery=report)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    left = producer.flush(600)
+    elapsed = time.monotonic() - started
+    if left or errors:
+        raise RuntimeError(f"{left} records not delivered; errors: {errors[:3]}")
+    return records / elapsed
+
+
+def metadata_latency_ms(bootstrap: str, rounds: int = 5) -> tuple[float, int]:
+    """(median ms, response bytes) of a full Metadata request, on one connection."""
+    client = RawClient(bootstrap)
+    try:
+        times, size = [], 0
+        for _ in range(rounds):
+            started = time.perf_counter()
+            _cid, frame = client.call_raw(METADATA, 12, topics=None,
+                                          allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False)
+            times.append((time.perf_counter() - started) * 1000)
+            size = len(frame)
+        return sorted(times)[len(times) // 2], size
+    finally:
+        client.close()
+
+
+def idle_cpu_percent(pid: int, seconds: float) -> float:
+    before = sum(cpu_seconds(pid))
+    started = time.monotonic()
+    time.sleep(seconds)  # a measurement window, not a synchronisation
+    return (sum(cpu_seconds(pid)) - before) / (time.monotonic() - started) * 100
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    label: str
+    fmt: str
+    goal: str = ""  # at 20,000 partitions (issue 12)
+
+
+METRICS = (
+    Metric("create_s", "create (s)", "{:.2f}"),
+    Metric("create_rate", "create partitions/s", "{:,.0f}", "≥ 1,000/s"),
+    Metric("create_cpu_s", "create, broker CPU (s)", "{:.2f}"),
+    Metric("produce_rate", "produce records/s", "{:,.0f}"),
+    Metric("metadata_ms", "full Metadata (ms)", "{:.1f}", "< 100 ms"),
+    Metric("metadata_kib", "Metadata size (KiB)", "{:,.0f}"),
+    Metric("rss_mib", "RSS (MiB)", "{:,.0f}", "< 1,024 MiB"),
+    Metric("fds", "open fds", "{:,.0f}"),
+    Metric("idle_cpu_pct", "idle CPU (% core)", "{:.2f}", "< 2%"),
+    Metric("stop_s", "clean stop (s)", "{:.2f}"),
+    Metric("restart_s", "clean restart (s)", "{:.2f}", "< 10 s"),
+    Metric("restart_work_s", "… of which the broker's start-up (s)", "{:.2f}"),
+    Metric("restart_cpu_s", "clean restart, broker CPU (s)", "{:.2f}"),
+    Metric("kill9_restart_s", "kill -9 restart (s)", "{:.2f}", "< 30 s"),
+    Metric("kill9_work_s", "… of which the broker's start-up (s)", "{:.2f}"),
+    Metric("kill9_cpu_s", "kill -9 restart, broker CPU (s)", "{:.2f}"),
+    Metric("delete_s", "delete all (s)", "{:.2f}"),
+    Metric("delete_cpu_s", "delete all, broker CPU (s)", "{:.2f}"),
+)
+# Costs that should not grow at all with the size (the exponent is reported anyway).
+FLAT = {"create_rate", "produce_rate", "idle_cpu_pct"}
+
+
+def measure_size(size: int, per_topic: int, workdir: Path, idle_s: float,
+                 records: int, extra: dict[str, str], say: Callable[[str], None]
+                 ) -> dict[str, float]:
+    data_dir = Path(tempfile.mkdtemp(prefix=f"scale-{size}-", dir=workdir))
+    broker = ScaleBroker(data_dir, workdir / f"broker-{size}.log", extra)
+    topics = topic_names(size, per_topic)
+    out: dict[str, float] = {"size": size}
+    try:
+        broker.start(0)
+        cpu = sum(cpu_seconds(broker.pid))
+        out["create_s"] = create_topics(broker.bootstrap, topics)
+        out["create_cpu_s"] = sum(cpu_seconds(broker.pid)) - cpu
+        out["create_rate"] = size / out["create_s"]
+        say(f"{size}: created in {out['create_s']:.2f}s")
+        out["produce_rate"] = produce_spread(broker.bootstrap, topics, records)
+        out["metadata_ms"], nbytes = metadata_latency_ms(broker.bootstrap)
+        out["metadata_kib"] = nbytes / 1024
+        out["idle_cpu_pct"] = idle_cpu_percent(broker.pid, idle_s)
+        out["rss_mib"] = rss_kib(broker.pid) / 1024
+        out["fds"] = broker.open_fds()
+        out["stop_s"] = broker.stop()
+        out["restart_s"] = broker.start(size)
+        out["restart_cpu_s"] = sum(cpu_seconds(broker.pid))
+        out["restart_work_s"] = broker.startup_work_s()
+        say(f"{size}: clean restart {out['restart_s']:.2f}s")
+        broker.stop(signal.SIGKILL)
+        out["kill9_restart_s"] = broker.start(size)
+        out["kill9_cpu_s"] = sum(cpu_seconds(broker.pid))
+        out["kill9_work_s"] = broker.startup_work_s()
+        say(f"{size}: kill -9 restart {out['kill9_restart_s']:.2f}s")
+        cpu = sum(cpu_seconds(broker.pid))
+        out["delete_s"] = delete_topics(broker.bootstrap, topics)
+        out["delete_cpu_s"] = sum(cpu_seconds(broker.pid)) - cpu
+    finally:
+        broker.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return out
+
+
+def exponent(sizes: Sequence[float], values: Sequence[float]) -> float | None:
+    """k of the least-squares fit log(value) = k·log(size) + c."""
+    pts = [(math.log(s), math.log(v)) for s, v in zip(sizes, values, strict=True) if v > 0]
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if sxx == 0:
+        return None
+    return sum((x - mx) * (y - my) for x, y in pts) / sxx
+
+
+def table(rows: list[dict[str, float]]) -> str:
+    sizes = [r["size"] for r in rows]
+    head = ["metric", *(f"{int(s):,}" for s in sizes), "exponent k", "goal at 20,000"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in METRICS:
+        values = [r.get(m.key) for r in rows]
+        cells = [m.fmt.format(v) if v is not None else "—" for v in values]
+        k = exponent(sizes, [v for v in values if v is not None]) \
+            if all(v is not None for v in values) else None
+        lines.append("| " + " | ".join([m.label, *cells,
+                                         "—" if k is None else f"{k:.2f}", m.goal]) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    ap.add_argument("--sizes", default=None, help="partition counts, comma-separated")
+    ap.add_argument("--huge", action="store_true", help=f"add {HUGE:,} partitions")
+    ap.add_argument("--quick", action="store_true",
+                    help=f"CI's sizes {QUICK_SIZES}: seconds, not minutes")
+    ap.add_argument("--per-topic", type=int, default=50, help="partitions per topic")
+    ap.add_argument("--records", type=int, default=None,
+                    help="records produced (default: 2 per partition, at least 20,000)")
+    ap.add_argument("--idle-seconds", type=float, default=None,
+                    help="idle CPU window (default 10, quick 1)")
+    ap.add_argument("--override", action="append", default=[], metavar="K=V",
+                    help="a broker property for every run")
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="write the rows here too")
+    args = ap.parse_args(argv)
+    if args.sizes:
+        sizes = [int(s.replace("_", "").replace(",", "")) for s in args.sizes.split(",")]
+    else:
+        sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
+    if args.huge:
+        sizes.append(HUGE)
+    idle_s = args.idle_seconds if args.idle_seconds is not None else (1 if args.quick else 10)
+    extra = dict(kv.split("=", 1) for kv in args.override)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="odradek-scale-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+
+    def say(text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+
+    rows = []
+    for size in sizes:
+        records = args.records or (size * 2 if args.quick else max(size * 2, 20_000))
+        rows.append(measure_size(size, args.per_topic, workdir, idle_s, records, extra, say))
+    load = os.getloadavg()
+    print(table(rows))
+    print(f"\n{args.per_topic} partitions per topic, one broker, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores; "
+          "exponent k of cost ∝ size^k")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "load": load}, indent=1))
+    if args.workdir is None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
