@@ -1,8 +1,8 @@
-"""Out of file descriptors (a broker started with a low RLIMIT_NOFILE): the broker says
-why, with the limit and what to raise; connections already open keep working; new
-ones are shed, not wedged; the log dir stays online; CreateTopics tells the truth
-(the topic exists, the partitions that could not be opened are offline); and after a
-restart with the limit raised every partition opens and nothing was lost."""
+"""Out of file descriptors (a broker started with a low RLIMIT_NOFILE): more partitions
+than descriptors stay online (log files open on use, within a budget); the broker says
+why it sheds, with the limit and what to raise; connections already open keep working;
+new ones are shed, not wedged; the log dir stays online; and after a restart with the
+limit raised nothing was lost."""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from tests.clients.test_confluent_kafka import consume_all, create_topic
 from tests.conftest import BrokerProcess
 
 LIMIT = 256
-KAFKA_STORAGE_ERROR = 56
 
 
 def _api_versions_answered(port: int, timeout: float = 5.0) -> bool | None:
@@ -53,18 +52,12 @@ def test_out_of_descriptors_sheds_new_connections_and_keeps_the_rest(
     # connected before the descriptors run out (to the bootstrap and to broker 1)
     admin.create_topics([NewTopic(f"{topic_name}-warm", 1, 1)])[f"{topic_name}-warm"].result(15)
 
-    # more partitions than descriptors: as the user who found the wedge did
+    # more partitions than descriptors, as the user who found the wedge did: the logs
+    # open their files on use within a budget, so every partition is online
     big = f"{topic_name}-big"
-    admin.create_topics([NewTopic(big, 600, 1)])[big].result(60)  # no error: it exists
+    admin.create_topics([NewTopic(big, 600, 1)])[big].result(60)
     errors = _metadata_errors(admin, big)
-    offline = [p for p, e in errors.items()
-               if e is not None and e.code() == KAFKA_STORAGE_ERROR]  # type: ignore[attr-defined]
-    assert len(errors) == 600
-    assert 0 < len(offline) < 600, "the partitions that could not be opened are offline"
-    logs = fresh_broker.logs()
-    assert "out of file descriptors" in logs and f"limit is {LIMIT}" in logs, logs
-    assert "ulimit -n" in logs
-    assert "is offline (" not in logs, "running out of descriptors is not a failed disk"
+    assert len(errors) == 600 and set(errors.values()) == {None}
 
     # the connections already open carry on
     delivered: list[object] = []
@@ -86,7 +79,11 @@ def test_out_of_descriptors_sheds_new_connections_and_keeps_the_rest(
     deadline = time.monotonic() + 10
     while "new connections shed" not in fresh_broker.logs() and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert "new connections shed" in fresh_broker.logs()
+    logs = fresh_broker.logs()
+    assert "new connections shed" in logs
+    assert "out of file descriptors" in logs and f"limit is {LIMIT}" in logs, logs
+    assert "ulimit -n" in logs
+    assert "is offline (" not in logs, "running out of descriptors is not a failed disk"
 
     # restarted with the limit raised, as the message says: every partition opens
     fresh_broker.stop()
