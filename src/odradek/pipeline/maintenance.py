@@ -45,6 +45,7 @@ SUMMARY_REPLACED = "odradek.replaced-files"
 DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
 # a file of at least this share of the target is left alone: rewriting it buys little
 SMALL_SHARE = 0.75
+COMMIT_ATTEMPTS = 10
 
 
 @dataclass
@@ -119,48 +120,64 @@ def _write_group(table: Table, tasks: list[FileScanTask], target_bytes: int) -> 
 
 def compact(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTES,
             min_files: int = 2) -> CompactionResult:
-    """Rewrite each partition's small files into files of about `target_bytes`."""
-    result = CompactionResult(name)
+    """Rewrite each partition's small files into files of about `target_bytes`.
 
-    def attempt() -> CompactionResult:
-        table = catalog.load_table(name)
-        groups = plan_compaction(table, target_bytes, min_files)
-        if not groups:
-            return result
-        written: list[str] = []
-        try:
-            for group in groups:
-                written += _write_group(table, group, target_bytes)
-            new_files = [parquet_file_to_data_file(table.io, table.metadata, p)
-                         for p in written]
-            old = [t.file for g in groups for t in g]
+    The slow part (reading and writing the rows) runs against the snapshot it planned on;
+    the commit is then made on the table as it is at that moment, so only an ingest commit
+    landing in the few milliseconds of the commit itself makes it go round again.
+    """
+    result = CompactionResult(name)
+    table = with_retry(f"load {name}", lambda: catalog.load_table(name))
+    groups = plan_compaction(table, target_bytes, min_files)
+    if not groups:
+        return result
+    written: list[str] = []
+    committed = False
+    try:
+        for group in groups:
+            written += _write_group(table, group, target_bytes)
+        new_files = [parquet_file_to_data_file(table.io, table.metadata, p) for p in written]
+        old = [t.file for g in groups for t in g]
+
+        def attempt() -> Table:
+            fresh = catalog.load_table(name)
+            # the newest offsets, not the planned-on snapshot's: this snapshot becomes the
+            # newest, and its summary reads as where the table stands
             summary = {SUMMARY_MAINTENANCE: "compact", SUMMARY_REPLACED: str(len(old)),
-                       SUMMARY_OFFSETS: json.dumps(offsets_to_json(recorded_offsets(table)))}
-            tx = table.transaction()
+                       SUMMARY_OFFSETS: json.dumps(offsets_to_json(recorded_offsets(fresh)))}
+            tx = fresh.transaction()
             with tx.update_snapshot(snapshot_properties=summary).overwrite() as rewrite:
                 for f in old:
                     rewrite.delete_data_file(f)
                 for f in new_files:
                     rewrite.append_data_file(f)
-            committed = tx.commit_transaction()
-        except BaseException:
+            return tx.commit_transaction()
+
+        for _ in range(COMMIT_ATTEMPTS):
+            try:
+                done = with_retry(f"compact {name}", attempt)
+                committed = True
+                break
+            except ValidationException as e:
+                if "Missing required files" in str(e):
+                    # another compaction replaced them first: nothing to do this time
+                    log.info("compaction of %s skipped: %s", name, e)
+                    return result
+                log.info("compaction of %s met a concurrent commit; again: %s", name, e)
+        else:
+            log.info("compaction of %s kept losing to concurrent commits; next time", name)
+            return result
+    finally:
+        if not committed:
             for path in written:  # never referenced by a snapshot: safe to remove
                 table.io.delete(path)
-            raise
-        snap = committed.current_snapshot()
-        result.partitions = len(groups)
-        result.files_replaced = len(old)
-        result.files_written = len(new_files)
-        result.rows = sum(f.record_count for f in new_files)
-        result.snapshot_id = snap.snapshot_id if snap else None
-        return result
-
-    try:
-        return with_retry(f"compact {name}", attempt)
-    except ValidationException as e:
-        # a file we meant to replace went away meanwhile (another compaction): next time
-        log.info("compaction of %s skipped: %s", name, e)
-        return result
+    snap = done.current_snapshot()
+    result.partitions = len(groups)
+    result.files_replaced = len(old)
+    result.files_written = len(new_files)
+    result.rows = sum(f.record_count for f in new_files)
+    result.snapshot_id = snap.snapshot_id if snap else None
+    return result
 
 
 def _referenced_files(table: Table) -> set[str]:

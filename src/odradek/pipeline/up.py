@@ -206,7 +206,8 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
         stop.set()
         fleet.join(10)
         for q in queries:
-            stop_gracefully(q)
+            # the batch in flight is finished, not interrupted, however slow the machine
+            stop_gracefully(q, timeout_s=300)
         keeper.join()
         progress.stats_batches, progress.stats_updates = sink.batches, sink.updates
         if own_session:
