@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import typer
+
 from odradek.cli.common import console, fail, home_of
 from odradek.configdef import ConfigError
 from odradek.home import Home
@@ -93,6 +95,7 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str,
     if not explicit_dirs:
         cmd += ["--data-dir", str(home.root)]
     broker = subprocess.Popen(cmd, start_new_session=True)
+    failure = ""
     try:
         _wait_for_port(listener.host, listener.port, broker, timeout=60)
         from odradek.pipeline.up import UpOptions, run_up
@@ -104,6 +107,10 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str,
                    maintain_every=maintain_every, retain_snapshots_s=retention))
     except KeyboardInterrupt:
         pass
+    except typer.Exit:
+        raise
+    except Exception as e:  # a query or the fleet died: its first line, then a clean stop
+        failure = str(e).splitlines()[0] if str(e) else repr(e)
     finally:
         if web is not None:
             web.stop()
@@ -113,3 +120,5 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str,
                 broker.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(broker.pid, signal.SIGKILL)
+    if failure:
+        fail(f"the pipeline stopped: {failure}")
