@@ -92,6 +92,10 @@ class Home:
             except PermissionError:
                 raise HomeError(f"data home {root} cannot be read: fix its permissions or "
                                 f"point --data-dir (or {ENV_HOME}) elsewhere") from None
+            if "catalog.db" in names and MARKER not in names:
+                raise HomeError(f"{root} is a lake folder (catalog.db inside), not a data "
+                                "home: --data-dir names the folder above lake/ now; to read "
+                                f"this one, --catalog-uri sqlite:///{root / 'catalog.db'}")
             foreign = sorted(names - OURS)
             if foreign and MARKER not in names and not names & OURS:
                 shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")

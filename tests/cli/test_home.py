@@ -128,3 +128,27 @@ def test_every_command_shares_one_layout_below_the_home(tmp_path: Path,
     other.prepare()
     assert (other.root / MARKER).is_file()
     other.check()  # its own marker makes it odradek's, whatever else is put there
+
+
+def test_the_command_an_error_suggests_works_when_pasted(tmp_path: Path) -> None:
+    """A lake from before the data home (odradek up's pipeline/lake, or a lake folder given
+    as --data-dir): the error names the --catalog-uri that reads it, and that works."""
+    pytest.importorskip("pyiceberg")
+    import re
+    import shlex
+
+    from odradek.pipeline.lake_catalog import LakeConfig, ensure_table, open_catalog
+
+    home = tmp_path / "home"
+    old_root = home / ".local" / "share" / "odradek"
+    ensure_table(open_catalog(LakeConfig.local(old_root / "pipeline" / "lake")), "iot.events")
+    env = user_env(home)
+    for args in (["lake", "tables"], ["lake", "tables", "--data-dir",
+                                      str(old_root / "pipeline" / "lake")]):
+        refused = odradek(args, tmp_path, env)
+        assert refused.returncode == 1
+        option = re.search(r"(--catalog-uri \S+)$", refused.stderr.strip())
+        assert option is not None, refused.stderr
+        pasted = odradek(["lake", "tables", *shlex.split(option.group(1))], tmp_path, env)
+        assert pasted.returncode == 0, pasted.stderr
+        assert "iot.events" in pasted.stdout

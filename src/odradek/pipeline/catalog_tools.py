@@ -55,11 +55,7 @@ def open_existing(home: Home, catalog_uri: str | None = None,
         if catalog_uri is not None:
             raise LakeNotFoundError(f"no catalog at {path}: check --catalog-uri")
         message = home.missing("lake catalog", path)
-        if (home.root / "catalog.db").is_file():
-            message = (f"no lake catalog at {path}; {home.root} is itself a lake folder "
-                       f"(catalog.db inside): --data-dir names the data home now, so use "
-                       f"--catalog-uri sqlite:///{home.root / 'catalog.db'}")
-        elif (old := home.root / "pipeline" / "lake" / "catalog.db").is_file():
+        if (old := home.root / "pipeline" / "lake" / "catalog.db").is_file():
             message += (f"; an earlier odradek up left its lake in {old.parent}: "
                         f"--catalog-uri sqlite:///{old}")
         raise LakeNotFoundError(message)
