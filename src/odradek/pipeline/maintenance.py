@@ -180,23 +180,36 @@ def compact(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTE
     return result
 
 
-def _referenced_files(table: Table) -> set[str]:
-    """Every data and manifest file the table's snapshots still point at.
+class _References:
+    """Which files each snapshot reaches, reading each manifest list and manifest once
+    (they never change, and appends keep the earlier manifests: snapshots share most)."""
 
-    Appends keep the earlier manifests, so snapshots share most of theirs: each manifest
-    is read once.
-    """
-    files: set[str] = set()
-    manifests = {}
-    for snap in table.metadata.snapshots:
-        files.add(snap.manifest_list)
-        for manifest in snap.manifests(table.io):
-            manifests[manifest.manifest_path] = manifest
-    for path, manifest in manifests.items():
-        files.add(path)
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            files.add(entry.data_file.file_path)
-    return files
+    def __init__(self, table: Table, only: set[int] | None = None) -> None:
+        self.table = table
+        self.manifests: dict[int, list[str]] = {}
+        self.lists: dict[int, str] = {}
+        self.entries: dict[str, list[str]] = {}
+        for snap in table.metadata.snapshots:
+            if only is not None and snap.snapshot_id not in only:
+                continue
+            self.lists[snap.snapshot_id] = snap.manifest_list
+            paths = []
+            for manifest in snap.manifests(table.io):
+                paths.append(manifest.manifest_path)
+                if manifest.manifest_path not in self.entries:
+                    self.entries[manifest.manifest_path] = [
+                        e.data_file.file_path for e in
+                        manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+            self.manifests[snap.snapshot_id] = paths
+
+    def files(self, snapshot_ids: set[int]) -> set[str]:
+        out: set[str] = set()
+        for sid in snapshot_ids:
+            out.add(self.lists[sid])
+            for path in self.manifests[sid]:
+                out.add(path)
+                out.update(self.entries[path])
+        return out
 
 
 def expire(catalog: Catalog, name: str, older_than: dt.timedelta,
@@ -204,29 +217,36 @@ def expire(catalog: Catalog, name: str, older_than: dt.timedelta,
     """Drop snapshots older than `older_than` (always keeping the newest `keep_last`) and
     delete the files that only they referenced."""
     result = ExpiryResult(name)
-    cutoff = dt.datetime.now(dt.UTC) - older_than
+    cutoff_ms = (dt.datetime.now(dt.UTC) - older_than).timestamp() * 1000
 
     def attempt() -> ExpiryResult:
         table = catalog.load_table(name)
         snaps = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
         keep = {s.snapshot_id for s in snaps[-keep_last:]} if keep_last > 0 else set()
-        doomed = [s.snapshot_id for s in snaps
-                  if s.timestamp_ms < cutoff.timestamp() * 1000 and s.snapshot_id not in keep]
         current = table.current_snapshot()
-        doomed = [s for s in doomed if current is None or s != current.snapshot_id]
+        if current is not None:
+            keep.add(current.snapshot_id)
+        doomed = {s.snapshot_id for s in snaps
+                  if s.timestamp_ms < cutoff_ms and s.snapshot_id not in keep}
         if not doomed:
             result.kept = [s.snapshot_id for s in snaps]
             return result
-        before = _referenced_files(table)
-        table.maintenance.expire_snapshots().by_ids(doomed).commit()
-        table = catalog.load_table(name)
-        gone = before - _referenced_files(table)
+        refs = _References(table)
+        table.maintenance.expire_snapshots().by_ids(sorted(doomed)).commit()
+        after = catalog.load_table(name)
+        remaining = {s.snapshot_id for s in after.metadata.snapshots}
+        # a snapshot committed meanwhile (the ingest) was not read above: read it now
+        unseen = remaining - set(refs.manifests)
+        still = refs.files(remaining & set(refs.manifests))
+        if unseen:
+            still |= _References(after, unseen).files(unseen)
+        gone = refs.files(doomed) - still
         for path in gone:
             with contextlib.suppress(FileNotFoundError):
-                table.io.delete(path)
+                after.io.delete(path)
         result.snapshots_expired = len(doomed)
         result.files_deleted = len(gone)
-        result.kept = [s.snapshot_id for s in table.metadata.snapshots]
+        result.kept = sorted(remaining)
         return result
 
     return with_retry(f"expire snapshots of {name}", attempt)

@@ -73,7 +73,7 @@ def build_session(master: str = "local[2]", app_name: str = "odradek-pipeline",
     """A local session with the pipeline's settings and the `odradek` source registered.
 
     `quiet`: Spark logs errors only, from the JVM's start (setLogLevel comes too late for
-    the start-up warnings), and binds loopback unless SPARK_LOCAL_IP says otherwise.
+    the start-up warnings).
     """
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     # Python workers must run the interpreter that has the pipeline's packages.
@@ -89,9 +89,12 @@ def build_session(master: str = "local[2]", app_name: str = "odradek-pipeline",
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                # Our commands print their own progress; Spark's bars would tear it.
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "2g"))
+               .config("spark.driver.memory", "2g")
+               # a Python worker (the data source's planner among them) that starts slowly
+               # on a busy machine failed the query after Spark's 15 s: "Python worker
+               # failed to connect back"
+               .config("spark.python.authenticate.socketTimeout", "120s"))
     if quiet:
-        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}")
     for key, value in {**REQUIRED_CONF, **(extra or {})}.items():

@@ -17,10 +17,10 @@ from tests.processes import started, wait_for_output
 
 pytestmark = pytest.mark.timeout(900)
 
-PROGRESS = re.compile(r"^odradek up \d+s: fleet (\d+) sent, .*; lake (\d+) rows in iot\.events, "
-                      r".* compactions$", re.M)
-STOPPED = re.compile(r"^stopped: \d+ sent; (\d+) rows in (\d+) files in iot\.events, \d+ "
-                     r"quarantined; look around: (odradek .+)$", re.M)
+PROGRESS = re.compile(r"(?m)^odradek up \d+s: fleet (\d+) sent, .*; lake (\d+) rows in "
+                      r"iot\.events, .* compactions$")
+STOPPED = re.compile(r"(?m)^stopped: \d+ sent; (\d+) rows in (\d+) files in iot\.events, \d+ "
+                     r"quarantined; look around: (odradek .+)$")
 
 
 def test_up_in_a_file_then_its_hint_and_lake_tables_find_the_lake(tmp_path: Path) -> None:
