@@ -12,9 +12,10 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from rich.console import Console
@@ -27,10 +28,15 @@ from odradek.pipeline.lake_catalog import LakeConfig
 from odradek.pipeline.lake_writer import BatchResult
 from odradek.pipeline.reporting import Reporter
 
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
+
 log = logging.getLogger(__name__)
 
 
 EVENTS = "iot.events"
+SLOW_WORKER = "Python worker failed to connect back"
+MAX_RESTARTS = 3
 
 
 @dataclass
@@ -169,15 +175,18 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
         spark = build_session(app_name="odradek-up", warehouse=data_dir)
     fleet = threading.Thread(target=fleet_main, name="fleet", daemon=True)
     fleet.start()
-    ingest = start_ingest(spark, IngestJob(
-        bootstrap=bootstrap, table=EVENTS, lake=lake,
-        checkpoint=home.checkpoint(EVENTS), topic_pattern=TOPIC_PATTERN,
-        trigger_interval="2 seconds"), on_batch=progress.on_batch)
+    session = spark
     sink = device_stats_sink(bootstrap, lake)
-    stats = start_stateful(spark, device_stats(spark, bootstrap, TOPIC_PATTERN), sink,
-                           home.checkpoint("device-stats"), "device-stats",
-                           interval="5 seconds")
-    queries = [ingest, stats]
+    starters: list[Callable[[], StreamingQuery]] = [
+        lambda: start_ingest(session, IngestJob(
+            bootstrap=bootstrap, table=EVENTS, lake=lake,
+            checkpoint=home.checkpoint(EVENTS), topic_pattern=TOPIC_PATTERN,
+            trigger_interval="2 seconds"), on_batch=progress.on_batch),
+        lambda: start_stateful(session, device_stats(session, bootstrap, TOPIC_PATTERN), sink,
+                               home.checkpoint("device-stats"), "device-stats",
+                               interval="5 seconds")]
+    queries = [start() for start in starters]
+    restarts = [0] * len(queries)
     keeper = LakeKeeper(lake, options, progress)
     deadline = None if duration_s is None else time.monotonic() + duration_s
     next_report = time.monotonic() + options.progress_interval_s
@@ -189,9 +198,18 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
                                                 refresh_per_second=2))
             while deadline is None or time.monotonic() < deadline:
                 progress.stats_batches, progress.stats_updates = sink.batches, sink.updates
-                for q in queries:
+                for i, q in enumerate(queries):
                     if not q.isActive and q.exception() is not None:
-                        progress.errors.append(f"{q.name}: {str(q.exception()).splitlines()[0]}")
+                        why = str(q.exception()).splitlines()[0]
+                        if SLOW_WORKER in why and restarts[i] < MAX_RESTARTS:
+                            # Spark gives a new Python worker 10 s to start; on a busy
+                            # machine it may need more. The checkpoint makes a restart lose
+                            # and repeat nothing.
+                            restarts[i] += 1
+                            log.warning("%s: %s; restarting it", q.name, why)
+                            queries[i] = starters[i]()
+                            continue
+                        progress.errors.append(f"{q.name}: {why}")
                         raise RuntimeError(progress.errors[-1])
                 keeper.maybe_start()
                 if live is not None:
