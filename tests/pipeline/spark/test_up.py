@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
@@ -14,6 +15,7 @@ from odradek.pipeline.maintenance import table_size
 from odradek.pipeline.up import UpOptions, run_up
 
 
+@pytest.mark.timeout(600)  # the stop waits for the batch in flight, however slow the machine
 def test_up_runs_fleet_ingest_and_stats_together_and_stops_cleanly(
         spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
     out = io.StringIO()
