@@ -21,7 +21,8 @@ PACKAGE = SRC / "odradek"
 # ---- the layers, bottom to top: what each may import besides itself ----------------------
 
 # definitions of settings every layer validates its own with (no odradek imports of its own)
-BASE = frozenset({"configdef"})
+# and the data home's layout (odradek/home.py), which every command shares
+BASE = frozenset({"configdef", "home"})
 PROTOCOL = BASE | {"protocol"}
 STORAGE = PROTOCOL | {"storage"}
 CLUSTER = STORAGE | {"cluster"}
@@ -40,6 +41,7 @@ CLIENT = STORAGE | {"cluster", "security"}
 ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset(),
     "configdef": frozenset(),
+    "home": frozenset(),
     "protocol": PROTOCOL,
     "storage": STORAGE,
     "cluster": CLUSTER,
@@ -74,9 +76,6 @@ ALLOW_LIST: dict[tuple[str, str], str] = {
     # property table (BROKER_CONFIGS) lives in server/config.py: it moves beside
     # configdef when issue 10's request pipeline reshapes the broker's configuration
     ("odradek.advice.sources", "odradek.server.config"): "issue 10",
-    # the console finds the lake `odradek up` wrote from the broker's log.dirs: one data
-    # home every command shares (ODRADEK_HOME) replaces this
-    ("odradek.cli.console", "odradek.server.config"): "issue 23",
 }
 
 # the network and the event loop: only the server (and the clients) touch them

@@ -27,7 +27,8 @@ def test_an_ingested_snapshot_appears_on_the_lake_page(metrics_broker: BrokerPro
     topic = _topic(metrics_broker.bootstrap, partitions=2)
     _produce(metrics_broker.bootstrap, topic, 40,
              json.dumps({"device_id": "th-1", "temperature": 21.5}).encode())
-    lake = tmp_path / "lake"
+    home = tmp_path / "home"
+    lake = home / "lake"  # the data home's layout
     console = ConsoleProcess(metrics_broker.bootstrap, tmp_path / "console.log",
                              "--lake-catalog-uri", f"sqlite:///{lake / 'catalog.db'}")
     try:
@@ -38,7 +39,7 @@ def test_an_ingested_snapshot_appears_on_the_lake_page(metrics_broker: BrokerPro
         ingest = subprocess.run(
             [sys.executable, "-m", "odradek", "lake", "ingest", "--table", "iot.events",
              "--topic", topic, "--bootstrap-server", metrics_broker.bootstrap,
-             "--data-dir", str(lake), "--available-now"],
+             "--data-dir", str(home), "--available-now"],
             capture_output=True, text=True, timeout=240,
             env=dict(os.environ, PYTHONUNBUFFERED="1"))
         assert ingest.returncode == 0, ingest.stdout[-2000:] + ingest.stderr[-3000:]

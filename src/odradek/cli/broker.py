@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from odradek.cli.common import fail, parse_pairs
+from odradek.cli.common import DataDirOption, fail, home_of, parse_pairs
 from odradek.cli.signals import long_running
 from odradek.configdef import ConfigError
 
@@ -37,14 +37,28 @@ def broker(
     override: list[str] | None = typer.Option(None, "--override",
                                               help="property=value, repeatable"),
     log_level: str = typer.Option("INFO", "--log-level", envvar="ODRADEK_LOG_LEVEL"),
+    data_dir: Path | None = DataDirOption,
 ) -> None:
-    """Start a broker: `odradek broker [server.properties] [--override key=value ...]`."""
+    """Start a broker: `odradek broker [server.properties] [--override key=value ...]`.
+
+    Its partitions live in data/ of the data home unless log.dirs names other folders.
+    """
     from odradek.server.broker import run_broker
     from odradek.server.config import BrokerConfig
 
     setup_logging(log_level)
+    overrides = parse_pairs(override, "override")
     try:
-        config = BrokerConfig.load(properties, parse_pairs(override, "override"))
+        config = BrokerConfig.load(properties, overrides)
+        explicit_dirs = {"log.dirs", "log.dir"} & config.explicit
+        if data_dir is not None and explicit_dirs:
+            fail(f"--data-dir and {sorted(explicit_dirs)[0]} both say where the partitions "
+                 "go: give one of them")
+        if not explicit_dirs:  # the data home's data/: checked, made and marked as ours
+            home = home_of(data_dir, writing=True)
+            if data_dir is not None:
+                config = BrokerConfig.load(properties, {**overrides,
+                                                        "log.dirs": str(home.broker_data)})
     except ConfigError as e:
         fail(str(e))
     install_event_loop()

@@ -6,10 +6,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+
+from odradek.home import Home, HomeError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -21,6 +24,23 @@ BootstrapOption = typer.Option(DEFAULT_BOOTSTRAP, "--bootstrap-server", "-b",
                                help=BOOTSTRAP_HELP, envvar="ODRADEK_BOOTSTRAP_SERVER")
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+DATA_DIR_HELP = ("The data home: broker data in data/, the lake in lake/, checkpoints in "
+                 "checkpoints/ (default $ODRADEK_HOME, else ~/.local/share/odradek)")
+DataDirOption = typer.Option(None, "--data-dir", help=DATA_DIR_HELP, show_default=False)
+
+
+def home_of(data_dir: Path | None, *, writing: bool) -> Home:
+    """The data home `--data-dir` names (or the default one), checked; created only for a
+    command that writes into it. A home it cannot use ends the command in one line."""
+    home = Home.at(data_dir)
+    try:
+        if writing:
+            return home.prepare()
+        home.check()
+        return home
+    except HomeError as e:
+        fail(str(e))
 
 
 def fail(message: str, code: int = 1) -> NoReturn:

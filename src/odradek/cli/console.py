@@ -14,11 +14,10 @@ if TYPE_CHECKING:
 
 
 def default_catalog_uri() -> str:
-    """The catalog `odradek up` writes: beside the broker's data, under pipeline/lake."""
-    from odradek.server.config import BrokerConfig
+    """The catalog `odradek up` writes: lake/catalog.db in the data home."""
+    from odradek.home import Home
 
-    data_dir = BrokerConfig.load().log_dirs[0]
-    return f"sqlite:///{(data_dir.parent / 'pipeline' / 'lake' / 'catalog.db').resolve()}"
+    return f"sqlite:///{Home.at().catalog_db}"
 
 
 def read_client_config(path: Path) -> dict[str, Any]:

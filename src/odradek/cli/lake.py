@@ -7,36 +7,67 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from rich.table import Table as RichTable
 
-from odradek.cli.common import BootstrapOption, console, fail
+from odradek.cli.common import BootstrapOption, DataDirOption, console, fail, home_of
 from odradek.cli.signals import long_running
 
 app = typer.Typer(no_args_is_help=True,
                   help="The data lake: ingest topics into Iceberg tables; browse the catalog.")
 
-DEFAULT_DIR = Path(os.environ.get("ODRADEK_LAKE_DIR", "odradek-data/lake"))
-
-DataDirOption = typer.Option(DEFAULT_DIR, "--data-dir",
-                             help="Where the default SQLite catalog and warehouse live")
-CatalogOption = typer.Option(None, "--catalog-uri",
-                             help="SQLAlchemy URL of the catalog (default: SQLite in --data-dir)")
+CatalogOption = typer.Option(
+    None, "--catalog-uri",
+    help="SQLAlchemy URL of the catalog (default: SQLite in the data home's lake/)")
 WarehouseOption = typer.Option(None, "--warehouse", help="Warehouse folder or URI")
 
 
-def _lake(data_dir: Path, catalog_uri: str | None, warehouse: str | None) -> Any:
+def lake_for_writing(data_dir: Path | None, catalog_uri: str | None,
+                     warehouse: str | None) -> Any:
+    """The lake a writing command lands in: the data home's lake/, made if need be.
+
+    ODRADEK_LAKE_DIR (a lake folder itself: catalog.db and warehouse/) still works for
+    scripts written before the data home.
+    """
     from odradek.pipeline.lake_catalog import LakeConfig
 
-    return LakeConfig.resolve(data_dir, catalog_uri, warehouse)
+    legacy = os.environ.get("ODRADEK_LAKE_DIR")
+    if catalog_uri is not None and warehouse is not None:
+        if "://" not in warehouse:
+            Path(warehouse).mkdir(parents=True, exist_ok=True)
+            warehouse = Path(warehouse).absolute().as_uri()
+        return LakeConfig(catalog_uri, warehouse)
+    if data_dir is None and legacy:
+        return LakeConfig.resolve(Path(legacy), catalog_uri, warehouse)
+    return LakeConfig.resolve(home_of(data_dir, writing=True).lake, catalog_uri, warehouse)
 
 
-def _catalog(data_dir: Path, catalog_uri: str | None, warehouse: str | None) -> Any:
-    from odradek.pipeline.lake_catalog import open_catalog
+def _catalog(data_dir: Path | None, catalog_uri: str | None, warehouse: str | None) -> Any:
+    """The catalog for reading: a missing one is one line and nothing is created."""
+    from odradek.home import Home
+    from odradek.pipeline.catalog_tools import LakeNotFoundError, open_existing
 
-    return open_catalog(_lake(data_dir, catalog_uri, warehouse))
+    legacy = os.environ.get("ODRADEK_LAKE_DIR")
+    if data_dir is None and legacy and catalog_uri is None:
+        # the variable from before the data home names a lake folder (catalog.db inside)
+        lake = Path(legacy).absolute()
+        if not (lake / "catalog.db").is_file():
+            fail(f"no lake catalog at {lake / 'catalog.db'} (ODRADEK_LAKE_DIR): unset it to "
+                 "read the data home's lake")
+        catalog_uri = f"sqlite:///{lake / 'catalog.db'}"
+        warehouse = warehouse or (lake / "warehouse").as_uri()
+    home = Home.at(data_dir) if catalog_uri is not None else home_of(data_dir, writing=False)
+    try:
+        return open_existing(home, catalog_uri, warehouse)
+    except LakeNotFoundError as e:
+        fail(str(e))
+
+
+def _no_table(table: str, catalog: Any) -> NoReturn:
+    where = catalog.properties.get("uri", "the catalog")
+    fail(f"no table {table} in {where}: odradek lake tables lists the tables there")
 
 
 def _table_name(name: str) -> str:
@@ -51,11 +82,12 @@ def ingest(
     topic_pattern: str | None = typer.Option(None, "--topic-pattern",
                                              help="Regex of topics (instead of --topic)"),
     bootstrap: str = BootstrapOption,
-    data_dir: Path = DataDirOption,
+    data_dir: Path | None = DataDirOption,
     catalog_uri: str | None = CatalogOption,
     warehouse: str | None = WarehouseOption,
-    checkpoint: Path | None = typer.Option(None, "--checkpoint",
-                                           help="Spark checkpoint (default: in --data-dir)"),
+    checkpoint: Path | None = typer.Option(
+        None, "--checkpoint",
+        help="Spark checkpoint (default: checkpoints/TABLE in the data home)"),
     available_now: bool = typer.Option(False, "--available-now",
                                        help="Ingest what is there now, then stop"),
     max_offsets_per_trigger: int | None = typer.Option(None, "--max-offsets-per-trigger"),
@@ -80,8 +112,8 @@ def ingest(
         fail("name the topics: --topic T (repeatable) or --topic-pattern REGEX")
     if avro_schema is not None and schema_registry is not None:
         fail("--avro-schema and --schema-registry exclude each other: one decoder per job")
-    lake = _lake(data_dir, catalog_uri, warehouse)
-    ckpt = checkpoint or (data_dir / "checkpoints" / _table_name(table))
+    lake = lake_for_writing(data_dir, catalog_uri, warehouse)
+    ckpt = checkpoint or home_of(data_dir, writing=True).checkpoint(_table_name(table))
     job = IngestJob(bootstrap=bootstrap, table=_table_name(table), lake=lake,
                     checkpoint=ckpt.resolve(), topics=list(topic or []),
                     topic_pattern=topic_pattern, available_now=available_now,
@@ -129,7 +161,7 @@ def ingest(
 
 
 @app.command()
-def tables(data_dir: Path = DataDirOption, catalog_uri: str | None = CatalogOption,
+def tables(data_dir: Path | None = DataDirOption, catalog_uri: str | None = CatalogOption,
            warehouse: str | None = WarehouseOption) -> None:
     """List the lake's tables with rows, files, freshness and conflicts."""
     from odradek.pipeline.catalog_tools import all_tables, summarize
@@ -145,7 +177,7 @@ def tables(data_dir: Path = DataDirOption, catalog_uri: str | None = CatalogOpti
 
 @app.command()
 def describe(table: str = typer.Argument(..., help="namespace.name"),
-             data_dir: Path = DataDirOption, catalog_uri: str | None = CatalogOption,
+             data_dir: Path | None = DataDirOption, catalog_uri: str | None = CatalogOption,
              warehouse: str | None = WarehouseOption,
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Schema, schema history, partitions, rows, freshness, offsets and type conflicts."""
@@ -153,10 +185,11 @@ def describe(table: str = typer.Argument(..., help="namespace.name"),
 
     from odradek.pipeline.catalog_tools import describe as describe_table
 
+    catalog = _catalog(data_dir, catalog_uri, warehouse)
     try:
-        d = describe_table(_catalog(data_dir, catalog_uri, warehouse), _table_name(table))
+        d = describe_table(catalog, _table_name(table))
     except NoSuchTableError:
-        fail(f"no table {table} in the catalog (odradek lake tables lists them)")
+        _no_table(table, catalog)
     if as_json:
         print(json.dumps(d.__dict__, default=str, indent=2))
         return
@@ -188,17 +221,18 @@ def describe(table: str = typer.Argument(..., help="namespace.name"),
 
 @app.command()
 def history(table: str = typer.Argument(..., help="namespace.name"),
-            data_dir: Path = DataDirOption, catalog_uri: str | None = CatalogOption,
+            data_dir: Path | None = DataDirOption, catalog_uri: str | None = CatalogOption,
             warehouse: str | None = WarehouseOption) -> None:
     """Snapshots: when, how many rows, which query batch, which Kafka offsets."""
     from pyiceberg.exceptions import NoSuchTableError
 
     from odradek.pipeline.catalog_tools import history as table_history
 
+    catalog = _catalog(data_dir, catalog_uri, warehouse)
     try:
-        rows = table_history(_catalog(data_dir, catalog_uri, warehouse), _table_name(table))
+        rows = table_history(catalog, _table_name(table))
     except NoSuchTableError:
-        fail(f"no table {table} in the catalog")
+        _no_table(table, catalog)
     out = RichTable("snapshot", "committed", "op", "schema", "rows", "quarantined", "batch",
                     "offsets (start → end)")
     for h in rows:
@@ -211,9 +245,63 @@ def history(table: str = typer.Argument(..., help="namespace.name"),
     console.print(out)
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _duration(text: str, option: str) -> float:
+    value, unit = text.strip()[:-1], text.strip()[-1:].lower()
+    if unit.isdigit():
+        value, unit = text.strip(), "s"
+    try:
+        seconds = float(value) * _UNITS[unit]
+    except (KeyError, ValueError):
+        fail(f"{option} {text}: expected a number with s, m, h or d (30m, 1h, 7d)")
+    if seconds < 0:
+        fail(f"{option} {text}: must not be negative")
+    return seconds
+
+
+@app.command()
+def maintain(table: str = typer.Argument(..., help="namespace.name"),
+             data_dir: Path | None = DataDirOption, catalog_uri: str | None = CatalogOption,
+             warehouse: str | None = WarehouseOption,
+             target_file_size: int = typer.Option(64, "--target-file-size", min=1,
+                                                  help="MiB per file after compaction"),
+             retention: str = typer.Option(
+                 "1h", "--retention",
+                 help="Expire snapshots older than this (30m, 1h, 7d); the current one stays"),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """Compact small files into files of the target size, then expire old snapshots.
+
+    Safe beside a running ingest: a commit that races with it is retried, and the Kafka
+    offsets the table records are kept.
+    """
+    import datetime as dt
+
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from odradek.pipeline.maintenance import describe_result
+    from odradek.pipeline.maintenance import maintain as run_maintenance
+
+    keep = _duration(retention, "--retention")
+    catalog = _catalog(data_dir, catalog_uri, warehouse)
+    try:
+        c, e, size = run_maintenance(catalog, _table_name(table), target_file_size << 20,
+                                     dt.timedelta(seconds=keep))
+    except NoSuchTableError:
+        _no_table(table, catalog)
+    if as_json:
+        print(json.dumps(describe_result(c, e, size)))
+        return
+    console.print(f"{c.table}: {c.files_replaced} small files in {c.partitions} partitions "
+                  f"rewritten as {c.files_written}; {e.snapshots_expired} snapshots expired, "
+                  f"{e.files_deleted} unreferenced files deleted; now {size.rows} rows in "
+                  f"{size.files} files", soft_wrap=True, highlight=False)
+
+
 @app.command()
 def search(term: str = typer.Argument(..., help="Part of a table or column name"),
-           data_dir: Path = DataDirOption, catalog_uri: str | None = CatalogOption,
+           data_dir: Path | None = DataDirOption, catalog_uri: str | None = CatalogOption,
            warehouse: str | None = WarehouseOption) -> None:
     """Find tables and columns by name (nested columns and conflicts included)."""
     from odradek.pipeline.catalog_tools import search as search_catalog

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 from odradek.cli import (
@@ -27,6 +29,7 @@ from odradek.cli import (
     transactions,
 )
 from odradek.cli import broker as broker_cmd
+from odradek.cli.common import DataDirOption, fail
 from odradek.cli.kafka.path import kafka_path
 from odradek.cli.kafka.tools import TOOLS as KAFKA_TOOLS
 from odradek.cli.signals import long_running
@@ -92,15 +95,32 @@ def up(
     duration: float | None = typer.Option(None, "--duration",
                                           help="Stop after this many seconds"),
     log_level: str = typer.Option("WARNING", "--log-level", envvar="ODRADEK_LOG_LEVEL"),
+    data_dir: Path | None = DataDirOption,
+    log_format: str = typer.Option(
+        "auto", "--log-format",
+        help="table (live, on a terminal), text (a plain line every --progress-interval) "
+             "or json (the same as JSON lines); auto: table on a terminal, else text"),
+    progress_interval: float = typer.Option(10.0, "--progress-interval", min=0.5,
+                                            help="Seconds between two progress lines"),
+    maintain_every: int = typer.Option(
+        50, "--maintain-every", min=0,
+        help="Compact iot.events and expire old snapshots every N ingest batches (0: never)"),
+    retention: float = typer.Option(3600.0, "--snapshot-retention", min=0,
+                                    help="Seconds of snapshots kept when expiring"),
 ) -> None:
     """Broker, device fleet, lake ingest and device stats on embedded defaults.
 
-    The broker listens on localhost:9092 with its data in ~/.local/share/odradek;
-    Ctrl-C stops everything cleanly.
+    The broker listens on localhost:9092; everything it keeps is in the data home
+    ($ODRADEK_HOME, default ~/.local/share/odradek). Ctrl-C stops everything cleanly.
     """
     from odradek.cli.up import run
+    from odradek.pipeline.reporting import LOG_FORMATS
 
-    run(rate=rate, devices=devices, duration=duration, log_level=log_level)
+    if log_format not in LOG_FORMATS:
+        fail(f"--log-format {log_format}: choose one of {', '.join(LOG_FORMATS)}")
+    run(rate=rate, devices=devices, duration=duration, log_level=log_level,
+        data_dir=data_dir, log_format=log_format, progress_interval=progress_interval,
+        maintain_every=maintain_every, retention=retention)
 
 
 def main() -> None:

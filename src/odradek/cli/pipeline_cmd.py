@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,8 @@ from typing import Any
 import typer
 from rich.table import Table as RichTable
 
-from odradek.cli.common import BootstrapOption, console, fail
-from odradek.cli.lake import CatalogOption, DataDirOption, WarehouseOption
+from odradek.cli.common import BootstrapOption, DataDirOption, console, fail, home_of
+from odradek.cli.lake import CatalogOption, WarehouseOption, lake_for_writing
 from odradek.cli.signals import long_running
 
 app = typer.Typer(no_args_is_help=True,
@@ -37,20 +38,33 @@ def _run(query: Any, spark: Any) -> None:
 @app.command()
 @long_running
 def state(
-    checkpoint: Path = typer.Argument(..., help="The stateful query's checkpoint folder"),
+    checkpoint: Path = typer.Argument(
+        ..., help="The stateful query's checkpoint folder, or its name in the data home's "
+                  "checkpoints/ (device-stats, wordcount-TOPIC)"),
     key: str | None = typer.Option(None, "--key", "-k",
                                    help="Only keys containing this (a device id, a word)"),
     operator: int | None = typer.Option(None, "--operator", help="State operator id"),
     batch_id: int | None = typer.Option(None, "--batch-id", help="State as of this batch"),
     limit: int = typer.Option(50, "--limit"),
     as_json: bool = typer.Option(False, "--json"),
+    data_dir: Path | None = DataDirOption,
 ) -> None:
     """Read a stateful query's live state from its checkpoint (interactive queries)."""
     from odradek.pipeline.session import build_session
     from odradek.pipeline.stateful import read_state, state_operators
 
+    if not checkpoint.exists() and len(checkpoint.parts) == 1:
+        home = home_of(data_dir, writing=False)
+        named = home.checkpoint(checkpoint.name)
+        if not named.exists():
+            known = sorted(p.name for p in home.checkpoints.glob("*/state")) \
+                if home.checkpoints.is_dir() else []
+            fail(home.missing(f"checkpoint {checkpoint.name!r}", named) +
+                 (f" (stateful ones there: {', '.join(known)})" if known else ""))
+        checkpoint = named
     if not (checkpoint / "state").is_dir():
-        fail(f"{checkpoint} holds no state (is it a stateful query's checkpoint?)")
+        fail(f"no streaming state at {checkpoint / 'state'}: name a stateful query's "
+             "checkpoint folder (odradek up keeps device-stats in the data home's checkpoints/)")
     spark = build_session(app_name="odradek-pipeline-state")
     try:
         ops = state_operators(spark, checkpoint)
@@ -86,25 +100,25 @@ def device_stats_cmd(
     table: str = typer.Option("iot.device_stats", "--table"),
     window: str = typer.Option("1 minute", "--window"),
     watermark: str = typer.Option("30 seconds", "--watermark"),
-    data_dir: Path = DataDirOption,
+    data_dir: Path | None = DataDirOption,
     catalog_uri: str | None = CatalogOption,
     warehouse: str | None = WarehouseOption,
     checkpoint: Path | None = typer.Option(None, "--checkpoint"),
     available_now: bool = typer.Option(False, "--available-now"),
 ) -> None:
     """Per-device windowed statistics into a compacted topic and the lake."""
-    from odradek.pipeline.lake_catalog import LakeConfig
     from odradek.pipeline.session import build_session
     from odradek.pipeline.stateful import device_stats, device_stats_sink, start_stateful
 
-    lake = LakeConfig.resolve(data_dir, catalog_uri, warehouse)
-    ckpt = (checkpoint or data_dir / "checkpoints" / "device-stats").resolve()
+    lake = lake_for_writing(data_dir, catalog_uri, warehouse)
+    ckpt = (checkpoint or home_of(data_dir, writing=True).checkpoint("device-stats")).resolve()
     spark = build_session(app_name="odradek-device-stats")
     frame = device_stats(spark, bootstrap, topic_pattern, window, watermark)
     query = start_stateful(spark, frame, device_stats_sink(bootstrap, lake, stats_topic, table),
                            ckpt, "device-stats", available_now)
     console.print(f"device stats → {stats_topic} and {table}; state in {ckpt} "
-                  f"(odradek pipeline state {ckpt} --key DEVICE)")
+                  f"(odradek pipeline state {shlex.quote(str(ckpt))} --key DEVICE)",
+                  soft_wrap=True)
     _run(query, spark)
 
 
@@ -116,20 +130,20 @@ def wordcount(
     output_topic: str | None = typer.Option(None, "--output-topic",
                                             help="Compacted topic (default TOPIC-word-counts)"),
     table: str = typer.Option("text.word_counts", "--table"),
-    data_dir: Path = DataDirOption,
+    data_dir: Path | None = DataDirOption,
     catalog_uri: str | None = CatalogOption,
     warehouse: str | None = WarehouseOption,
     checkpoint: Path | None = typer.Option(None, "--checkpoint"),
     available_now: bool = typer.Option(False, "--available-now"),
 ) -> None:
     """Kafka Streams' word count on Spark: counts to a compacted topic and the lake."""
-    from odradek.pipeline.lake_catalog import LakeConfig
     from odradek.pipeline.session import build_session
     from odradek.pipeline.stateful import start_stateful, word_count_sink, word_counts
 
-    lake = LakeConfig.resolve(data_dir, catalog_uri, warehouse)
+    lake = lake_for_writing(data_dir, catalog_uri, warehouse)
     out = output_topic or f"{topic}-word-counts"
-    ckpt = (checkpoint or data_dir / "checkpoints" / f"wordcount-{topic}").resolve()
+    ckpt = (checkpoint or home_of(data_dir, writing=True).checkpoint(f"wordcount-{topic}")
+            ).resolve()
     spark = build_session(app_name="odradek-wordcount")
     query = start_stateful(spark, word_counts(spark, bootstrap, topic),
                            word_count_sink(bootstrap, lake, out, table), ckpt, "wordcount",

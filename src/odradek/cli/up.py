@@ -15,7 +15,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from odradek.cli.common import console, fail
+import typer
+
+from odradek.cli.common import console, fail, home_of
+from odradek.configdef import ConfigError
+from odradek.home import Home
 from odradek.server.config import BrokerConfig
 
 
@@ -35,7 +39,7 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], timeout:
 CONSOLE_PORT = 8080
 
 
-def _start_console(bootstrap: str, pipeline_dir: Path) -> Any:
+def _start_console(bootstrap: str, home_dir: Path, out: Any = None) -> Any:
     """The web console beside the pipeline, on 8080 or, when that is taken, a free port."""
     from odradek.console.serve import BackgroundConsole, port_free
     from odradek.console.settings import ConsoleSettings
@@ -46,35 +50,67 @@ def _start_console(bootstrap: str, pipeline_dir: Path) -> Any:
             s.bind(("127.0.0.1", 0))
             port = int(s.getsockname()[1])
     settings = ConsoleSettings(
-        bootstrap, lake_catalog_uri=f"sqlite:///{(pipeline_dir / 'lake' / 'catalog.db').resolve()}")
+        bootstrap, lake_catalog_uri=f"sqlite:///{Home(home_dir.absolute()).catalog_db}")
     web = BackgroundConsole(settings, "127.0.0.1", port).start()
-    console.print(f"odradek: console on [bold]{web.url}[/bold]")
+    if out is None:
+        console.print(f"odradek: console on [bold]{web.url}[/bold]")
+    else:
+        out.say(f"odradek: console on {web.url}", "console", url=web.url)
     return web
 
 
-def run(*, rate: float, devices: int, duration: float | None, log_level: str) -> None:
-    config = BrokerConfig.load()
+def run(*, rate: float, devices: int, duration: float | None, log_level: str,
+        data_dir: Path | None = None, log_format: str = "auto",
+        progress_interval: float = 10.0, maintain_every: int = 50,
+        retention: float = 3600.0) -> None:
+    from odradek.pipeline.reporting import Reporter
+
+    out = Reporter(console, log_format)
+    try:
+        config = BrokerConfig.load()
+    except ConfigError as e:
+        fail(str(e))
     listener = config.advertised_listeners[0]
     bootstrap = f"{listener.host}:{listener.port}"
-    data_dir: Path = config.log_dirs[0]
+    explicit_dirs = {"log.dirs", "log.dir"} & config.explicit
+    if data_dir is not None and explicit_dirs:
+        fail(f"--data-dir and {sorted(explicit_dirs)[0]} (ODRADEK_LOG_DIRS) both say where "
+             "the broker's data goes: give one of them")
+    home = home_of(data_dir, writing=False)  # refused before anything is made
     with socket.socket() as probe:
         if probe.connect_ex((listener.host, listener.port)) == 0:
             fail(f"something already listens on {bootstrap}; stop it or set "
-                 "ODRADEK_LISTENERS to another port")
-    console.print(f"odradek: broker on {bootstrap}, data in {data_dir}")
+                 "ODRADEK_LISTENERS=PLAINTEXT://localhost:PORT to use another port")
+    home = home_of(home.root, writing=True)
+    broker_data = config.log_dirs[0] if explicit_dirs else home.broker_data
+    out.say(f"odradek: broker on {bootstrap}; data home {home.root} (broker data in "
+            f"{broker_data}, lake in {home.lake}, checkpoints in {home.checkpoints})",
+            "started", bootstrap=bootstrap, home=str(home.root))
+    old_lake = home.root / "pipeline" / "lake" / "catalog.db"
+    if old_lake.is_file():
+        out.say(f"odradek: an earlier odradek up left its lake in {old_lake.parent}; read it "
+                f"with odradek lake tables --catalog-uri sqlite:///{old_lake}", "note")
     web: Any = None
-    broker = subprocess.Popen([sys.executable, "-m", "odradek", "broker",
-                               "--log-level", log_level], start_new_session=True)
+    cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", log_level]
+    if not explicit_dirs:
+        cmd += ["--data-dir", str(home.root)]
+    broker = subprocess.Popen(cmd, start_new_session=True)
+    failure = ""
     try:
         _wait_for_port(listener.host, listener.port, broker, timeout=60)
-        from odradek.pipeline.up import run_up
+        from odradek.pipeline.up import UpOptions, run_up
 
-        pipeline_dir = data_dir.parent / "pipeline"
-        web = _start_console(bootstrap, pipeline_dir)
-        run_up(bootstrap, pipeline_dir, rate=rate, devices=devices, duration_s=duration,
-               console=console)
+        web = _start_console(bootstrap, home.root, out)
+        run_up(bootstrap, home.root, rate=rate, devices=devices, duration_s=duration,
+               console=console, options=UpOptions(
+                   log_format=log_format, progress_interval_s=progress_interval,
+                   maintain_every=maintain_every, retain_snapshots_s=retention))
     except KeyboardInterrupt:
         pass
+    except typer.Exit:
+        raise
+    except Exception as e:  # a query or the fleet died: its first line, then a clean stop
+        failure = str(e).splitlines()[0] if str(e) else repr(e)
     finally:
         if web is not None:
             web.stop()
@@ -84,3 +120,5 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str) ->
                 broker.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(broker.pid, signal.SIGKILL)
+    if failure:
+        fail(f"the pipeline stopped: {failure}")

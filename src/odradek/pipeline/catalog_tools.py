@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
+from odradek.home import Home
 from odradek.pipeline.lake_catalog import (
     PROP_KIND,
     SUMMARY_BATCH,
@@ -23,10 +25,44 @@ from odradek.pipeline.lake_catalog import (
     SUMMARY_QUARANTINED,
     SUMMARY_QUERY,
     SUMMARY_START,
+    LakeConfig,
     conflicts,
+    open_catalog,
     recorded_offsets,
 )
 from odradek.pipeline.offsets import offsets_to_json
+
+
+class LakeNotFoundError(LookupError):
+    """No catalog where a read-only command looked; the message says where and what to do."""
+
+
+def _sqlite_path(uri: str) -> Path | None:
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix):]) if uri.startswith(prefix) else None
+
+
+def open_existing(home: Home, catalog_uri: str | None = None,
+                  warehouse: str | None = None) -> Catalog:
+    """The lake's catalog for reading: never creates a catalog file or a folder.
+
+    SQLite would make an empty database at any path it is given, and a browsing command
+    would then answer with an empty list instead of saying it looked in the wrong place.
+    """
+    uri = catalog_uri or f"sqlite:///{home.catalog_db}"
+    path = _sqlite_path(uri)
+    if path is not None and not path.is_file():
+        if catalog_uri is not None:
+            raise LakeNotFoundError(f"no catalog at {path}: check --catalog-uri")
+        message = home.missing("lake catalog", path)
+        if (old := home.root / "pipeline" / "lake" / "catalog.db").is_file():
+            message += (f"; an earlier odradek up left its lake in {old.parent}: "
+                        f"--catalog-uri sqlite:///{old}")
+        raise LakeNotFoundError(message)
+    wh = warehouse or home.warehouse.as_uri()
+    if "://" not in wh:
+        wh = Path(wh).absolute().as_uri()
+    return open_catalog(LakeConfig(uri, wh))
 
 
 def _when(ms: int | None) -> str:

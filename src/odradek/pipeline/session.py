@@ -10,6 +10,7 @@ import contextlib
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -36,10 +37,44 @@ REQUIRED_CONF = {
 }
 
 
+# Spark's log4j2 defaults print WARN and above to stderr from the first second (its
+# profile banner, the loopback hostname, the missing native Hadoop library, …): in a
+# command's output they bury its own progress. Ours logs errors only.
+QUIET_LOG4J2 = """\
+# WARN at the root, as PySpark sets it anyway (at any other level it says so on stderr);
+# build_session lowers it to ERROR once the session is up
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+"""
+
+
+def quiet_log4j2() -> Path:
+    """A log4j2 configuration for the driver JVM that logs errors only."""
+    path = Path(tempfile.gettempdir()) / f"odradek-log4j2-{os.getuid()}.properties"
+    if not path.exists() or path.read_text() != QUIET_LOG4J2:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(QUIET_LOG4J2)
+        tmp.replace(path)
+    return path
+
+
 def build_session(master: str = "local[2]", app_name: str = "odradek-pipeline",
                   shuffle_partitions: int = 2, warehouse: Path | None = None,
-                  extra: dict[str, str] | None = None) -> SparkSession:
-    """A local session with the pipeline's settings and the `odradek` source registered."""
+                  extra: dict[str, str] | None = None, quiet: bool = True) -> SparkSession:
+    """A local session with the pipeline's settings and the `odradek` source registered.
+
+    `quiet`: Spark logs errors only, from the JVM's start (setLogLevel comes too late for
+    the start-up warnings).
+    """
     os.environ.setdefault("PYARROW_IGNORE_TIMEZONE", "1")
     # Python workers must run the interpreter that has the pipeline's packages.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -54,7 +89,14 @@ def build_session(master: str = "local[2]", app_name: str = "odradek-pipeline",
                .config("spark.sql.execution.arrow.pyspark.enabled", "true")
                # Our commands print their own progress; Spark's bars would tear it.
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.driver.memory", "2g"))
+               .config("spark.driver.memory", "2g")
+               # a Python worker (the data source's planner among them) that starts slowly
+               # on a busy machine failed the query after Spark's 15 s: "Python worker
+               # failed to connect back"
+               .config("spark.python.authenticate.socketTimeout", "120s"))
+    if quiet:
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}")
     for key, value in {**REQUIRED_CONF, **(extra or {})}.items():
         builder = builder.config(key, value)
     if warehouse is not None:

@@ -8,25 +8,40 @@ the fleet first, then the queries (each finishes its batch), then Spark.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from odradek.home import Home
 from odradek.pipeline.fleet import TOPIC_PATTERN, FleetConfig, FleetStats, ensure_topics, run_fleet
+from odradek.pipeline.lake_catalog import LakeConfig
 from odradek.pipeline.lake_writer import BatchResult
+from odradek.pipeline.reporting import Reporter
+
+if TYPE_CHECKING:
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
 
+EVENTS = "iot.events"
+SLOW_WORKER = "Python worker failed to connect back"
+MAX_RESTARTS = 3
+
+
 @dataclass
 class Progress:
+    home: Home | None = None
     started: float = field(default_factory=time.monotonic)
     fleet: FleetStats = field(default_factory=FleetStats)
     batches: int = 0
@@ -39,6 +54,8 @@ class Progress:
     stats_batches: int = 0
     stats_updates: int = 0
     errors: list[str] = field(default_factory=list)
+    compactions: int = 0
+    files_compacted: int = 0
 
     def on_batch(self, r: BatchResult) -> None:
         if r.skipped:
@@ -53,13 +70,45 @@ class Progress:
             if c.column not in self.conflicts:
                 self.conflicts.append(c.column)
 
+    def hint(self) -> str:
+        option = self.home.option() if self.home is not None else ""
+        return f"odradek lake describe {EVENTS}{option}"
+
+    def firmware(self) -> str:
+        return "2.0.0 (adds signal_dbm, temperature becomes a float)" if self.fleet.updated \
+            else "1.4.2"
+
+    def figures(self) -> dict[str, Any]:
+        """What the table shows, as numbers (the JSON progress line)."""
+        return {"elapsed_s": round(time.monotonic() - self.started),
+                "sent": self.fleet.sent, "malformed": self.fleet.malformed,
+                "firmware": "2.0.0" if self.fleet.updated else "1.4.2",
+                "table": EVENTS, "rows": self.rows, "quarantined": self.quarantined,
+                "snapshots": self.batches, "schema_changes": self.columns_added,
+                "type_conflicts": list(self.conflicts),
+                "stats_updates": self.stats_updates, "stats_batches": self.stats_batches,
+                "compactions": self.compactions, "files_compacted": self.files_compacted,
+                "errors": self.errors[-1:]}
+
+    def line(self) -> str:
+        """The table's figures on one plain line."""
+        line = (f"odradek up {time.monotonic() - self.started:.0f}s: fleet {self.fleet.sent} "
+                f"sent, {self.fleet.malformed} malformed, firmware {self.firmware()}; lake "
+                f"{self.rows} rows in {EVENTS}, {self.quarantined} quarantined, {self.batches} "
+                f"snapshots, {self.columns_added} schema changes, type conflicts "
+                f"{', '.join(self.conflicts) or 'none'}; device stats {self.stats_updates} "
+                f"window updates in {self.stats_batches} batches; {self.compactions} "
+                f"compactions")
+        if self.errors:
+            line += f"; error: {self.errors[-1]}"
+        return line
+
     def render(self, data_dir: Path) -> Table:
         elapsed = time.monotonic() - self.started
         t = Table(title=f"odradek pipeline — {elapsed:.0f}s — Ctrl-C stops", show_header=False)
         t.add_column(style="bold")
         t.add_column()
-        fw = "2.0.0 (adds signal_dbm, temperature becomes a float)" if self.fleet.updated \
-            else "1.4.2"
+        fw = self.firmware()
         t.add_row("fleet", f"{self.fleet.sent} records sent, {self.fleet.malformed} malformed, "
                   f"firmware {fw}")
         t.add_row("lake ingest", f"{self.rows} rows in iot.events, {self.quarantined} "
@@ -67,17 +116,34 @@ class Progress:
         t.add_row("type conflicts", ", ".join(self.conflicts) or "none")
         t.add_row("device stats", f"{self.stats_updates} window updates in {self.stats_batches}"
                   " batches → fleet.device-stats (compacted), iot.device_stats")
-        t.add_row("look around", f"odradek lake describe iot.events --data-dir {data_dir}")
+        t.add_row("lake upkeep", f"{self.compactions} compactions, {self.files_compacted} small "
+                  "files merged")
+        t.add_row("look around", self.hint())
         if self.errors:
             t.add_row("[red]error[/red]", self.errors[-1])
         return t
 
 
+@dataclass(frozen=True)
+class UpOptions:
+    """How `odradek up` reports and looks after its lake."""
+
+    # table: the live table (on a terminal); text: a plain line every interval; json: the
+    # same figures as JSON lines; auto: table on a terminal, text otherwise
+    log_format: str = "auto"
+    progress_interval_s: float = 10.0
+    maintain_every: int = 50  # ingest batches between two compactions of iot.events; 0: never
+    target_file_bytes: int = 64 * 1024 * 1024
+    retain_snapshots_s: float = 3600.0
+
+
 def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 30,
            firmware_update_after: int = 3_000, duration_s: float | None = None,
-           console: Console | None = None, spark: SparkSession | None = None) -> Progress:
+           console: Console | None = None, spark: SparkSession | None = None,
+           options: UpOptions | None = None) -> Progress:
     """Run fleet + ingest + device stats until Ctrl-C (or `duration_s`); return the totals.
 
+    `data_dir` is the data home: the lake in its lake/, checkpoints in its checkpoints/.
     With `spark` given, run on that session and leave it running afterwards.
     """
     from odradek.pipeline.ingest import IngestJob, start_ingest
@@ -85,10 +151,13 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
     from odradek.pipeline.session import build_session, plain_ctrl_c, stop_gracefully
     from odradek.pipeline.stateful import device_stats, device_stats_sink, start_stateful
 
+    options = options or UpOptions()
     console = console or Console()
+    out = Reporter(console, options.log_format)
     data_dir = data_dir.resolve()
-    lake = LakeConfig.local(data_dir / "lake")
-    progress = Progress()
+    home = Home(data_dir)
+    lake = LakeConfig.local(home.lake)
+    progress = Progress(home=home)
     stop = threading.Event()
     ensure_topics(bootstrap)
 
@@ -100,43 +169,128 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
         except Exception as e:  # shown on screen; the queries go on with what arrived
             progress.errors.append(f"fleet: {e}")
 
-    console.print("starting Spark (local[2]); the first batch takes a few seconds…")
+    out.say("starting Spark (local[2]); the first batch takes a few seconds…", "starting")
     own_session = spark is None
     if spark is None:
         spark = build_session(app_name="odradek-up", warehouse=data_dir)
     fleet = threading.Thread(target=fleet_main, name="fleet", daemon=True)
     fleet.start()
-    ingest = start_ingest(spark, IngestJob(
-        bootstrap=bootstrap, table="iot.events", lake=lake,
-        checkpoint=data_dir / "checkpoints" / "iot.events", topic_pattern=TOPIC_PATTERN,
-        trigger_interval="2 seconds"), on_batch=progress.on_batch)
+    session = spark
     sink = device_stats_sink(bootstrap, lake)
-    stats = start_stateful(spark, device_stats(spark, bootstrap, TOPIC_PATTERN), sink,
-                           data_dir / "checkpoints" / "device-stats", "device-stats",
-                           interval="5 seconds")
-    queries = [ingest, stats]
+    starters: list[Callable[[], StreamingQuery]] = [
+        lambda: start_ingest(session, IngestJob(
+            bootstrap=bootstrap, table=EVENTS, lake=lake,
+            checkpoint=home.checkpoint(EVENTS), topic_pattern=TOPIC_PATTERN,
+            trigger_interval="2 seconds"), on_batch=progress.on_batch),
+        lambda: start_stateful(session, device_stats(session, bootstrap, TOPIC_PATTERN), sink,
+                               home.checkpoint("device-stats"), "device-stats",
+                               interval="5 seconds")]
+    queries = [start() for start in starters]
+    restarts = [0] * len(queries)
+    keeper = LakeKeeper(lake, options, progress)
     deadline = None if duration_s is None else time.monotonic() + duration_s
+    next_report = time.monotonic() + options.progress_interval_s
+    live: Live | None = None
     try:
-        with plain_ctrl_c(), Live(progress.render(data_dir), console=console,
-                                  refresh_per_second=2) as live:
+        with plain_ctrl_c(), contextlib.ExitStack() as stack:
+            if out.format == "table":
+                live = stack.enter_context(Live(progress.render(data_dir), console=console,
+                                                refresh_per_second=2))
             while deadline is None or time.monotonic() < deadline:
                 progress.stats_batches, progress.stats_updates = sink.batches, sink.updates
-                for q in queries:
+                for i, q in enumerate(queries):
                     if not q.isActive and q.exception() is not None:
-                        progress.errors.append(f"{q.name}: {str(q.exception()).splitlines()[0]}")
+                        why = str(q.exception()).splitlines()[0]
+                        if SLOW_WORKER in why and restarts[i] < MAX_RESTARTS:
+                            # Spark gives a new Python worker 10 s to start; on a busy
+                            # machine it may need more. The checkpoint makes a restart lose
+                            # and repeat nothing.
+                            restarts[i] += 1
+                            log.warning("%s: %s; restarting it", q.name, why)
+                            queries[i] = starters[i]()
+                            continue
+                        progress.errors.append(f"{q.name}: {why}")
                         raise RuntimeError(progress.errors[-1])
-                live.update(progress.render(data_dir))
+                keeper.maybe_start()
+                if live is not None:
+                    live.update(progress.render(data_dir))
+                elif time.monotonic() >= next_report:
+                    next_report += options.progress_interval_s
+                    out.progress(progress.figures(), progress.line())
                 time.sleep(0.5)
     except KeyboardInterrupt:
-        console.print("stopping: fleet, then the queries, then Spark…")
+        out.say("stopping: fleet, then the queries, then Spark…", "stopping")
     finally:
         stop.set()
         fleet.join(10)
         for q in queries:
-            stop_gracefully(q)
+            # the batch in flight is finished, not interrupted, however slow the machine
+            stop_gracefully(q, timeout_s=300)
+        keeper.join()
         progress.stats_batches, progress.stats_updates = sink.batches, sink.updates
         if own_session:
             spark.stop()
-    console.print(f"stopped: {progress.fleet.sent} sent, {progress.rows} rows in the lake, "
-                  f"{progress.quarantined} quarantined.")
+    rows, files = lake_size(lake, EVENTS)
+    out.say(f"stopped: {progress.fleet.sent} sent; {rows} rows in {files} files in {EVENTS}, "
+            f"{progress.quarantined} quarantined; look around: {progress.hint()}", "stopped",
+            sent=progress.fleet.sent, rows=rows, files=files,
+            quarantined=progress.quarantined, hint=progress.hint())
     return progress
+
+
+def lake_size(lake: LakeConfig, name: str) -> tuple[int, int]:
+    """(rows, data files) of the table now; (0, 0) when it was never made."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from odradek.pipeline.lake_catalog import open_catalog
+    from odradek.pipeline.maintenance import table_size
+
+    try:
+        size = table_size(open_catalog(lake).load_table(name))
+    except NoSuchTableError:
+        return 0, 0
+    return size.rows, size.files
+
+
+class LakeKeeper:
+    """Compacts iot.events and expires its old snapshots every N ingest batches, on a
+    thread of its own so the progress goes on meanwhile; one run at a time."""
+
+    def __init__(self, lake: LakeConfig, options: UpOptions, progress: Progress) -> None:
+        self.lake = lake
+        self.options = options
+        self.progress = progress
+        self.done_at = 0
+        self.thread: threading.Thread | None = None
+
+    def maybe_start(self) -> None:
+        every = self.options.maintain_every
+        if every <= 0 or self.progress.batches - self.done_at < every:
+            return
+        if self.thread is not None and self.thread.is_alive():
+            return
+        self.done_at = self.progress.batches
+        self.thread = threading.Thread(target=self._run, name="lake-upkeep", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        import datetime as dt
+
+        from odradek.pipeline.lake_catalog import open_catalog
+        from odradek.pipeline.maintenance import maintain
+
+        try:
+            compacted, _, _ = maintain(
+                open_catalog(self.lake), EVENTS, self.options.target_file_bytes,
+                dt.timedelta(seconds=self.options.retain_snapshots_s))
+        except Exception as e:  # shown with the progress; the ingest goes on regardless
+            log.warning("lake upkeep of %s failed: %s", EVENTS, e)
+            self.progress.errors.append(f"lake upkeep: {str(e).splitlines()[0]}")
+            return
+        if compacted.files_replaced:
+            self.progress.compactions += 1
+            self.progress.files_compacted += compacted.files_replaced
+
+    def join(self) -> None:
+        if self.thread is not None:
+            self.thread.join(120)

@@ -24,6 +24,7 @@ from odradek.configdef import (
     ConfigType,
     read_properties,
 )
+from odradek.home import Home
 from odradek.replication.settings import ReplicaSettings
 from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
 from odradek.security.authorizer import AclAuthorizer
@@ -48,9 +49,8 @@ def _migration_policy(value: Any) -> str | None:
 
 
 def default_data_dir() -> Path:
-    """A durable place for data: $XDG_DATA_HOME/odradek, never /tmp (wiped on reboot)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "odradek" / "data"
+    """A durable place for data: data/ in the data home (odradek/home.py), never /tmp."""
+    return Home.at().broker_data
 
 
 def _broker_topic_defaults() -> list[ConfigDef]:
@@ -107,7 +107,7 @@ BROKER_CONFIGS = ConfigTable(
                   "Listener name to security protocol.", read_only=True),
         ConfigDef("log.dirs", _T.LIST, None, "Directories holding the partitions' data.",
                   read_only=True, kafka_default=["/tmp/kafka-logs"],
-                  why_different="/tmp is wiped on reboot; ours is $XDG_DATA_HOME/odradek/data."),
+                  why_different="/tmp is wiped on reboot; ours is data/ in $ODRADEK_HOME."),
         ConfigDef("log.dir", _T.STRING, None, "Single log directory (if log.dirs unset).",
                   read_only=True),
         ConfigDef("cluster.id", _T.STRING, None,

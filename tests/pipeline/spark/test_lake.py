@@ -98,8 +98,7 @@ def test_ingest_lands_each_record_once_quarantines_bad_ones_and_fills_the_catalo
         (name, 0): 4, (name, 1): 3}
 
     runner = CliRunner()
-    lake_args = ["--data-dir", str(job.lake.warehouse.replace("file://", ""))[:-len(
-        "/warehouse")]]
+    lake_args = ["--catalog-uri", job.lake.catalog_uri, "--warehouse", job.lake.warehouse]
     described = runner.invoke(lake_app, ["describe", TABLE, "--json", *lake_args])
     assert described.exit_code == 0, described.output
     d = json.loads(described.output)
@@ -235,7 +234,8 @@ def test_ingest_process_killed_with_sigkill_then_restarted_lands_everything_once
     produce_values(job.bootstrap, name, [json.dumps({"n": i}) for i in range(400)])
     checkpoint = lake_dir / "checkpoints" / TABLE
     cmd = [sys.executable, "-m", "odradek.cli.lake", "ingest", "--bootstrap-server",
-           job.bootstrap, "--topic", name, "--table", TABLE, "--data-dir", str(lake_dir),
+           job.bootstrap, "--topic", name, "--table", TABLE, "--catalog-uri",
+           job.lake.catalog_uri, "--warehouse", job.lake.warehouse,
            "--checkpoint", str(checkpoint), "--max-offsets-per-trigger", "50",
            "--trigger-interval", "300 milliseconds"]
     log = open(lake_dir.parent / "ingest.log", "wb")  # noqa: SIM115 - the child writes it

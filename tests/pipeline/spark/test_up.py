@@ -3,25 +3,43 @@
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
+import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
 from odradek.pipeline.lake_catalog import LakeConfig, open_catalog
-from odradek.pipeline.up import run_up
+from odradek.pipeline.maintenance import table_size
+from odradek.pipeline.up import UpOptions, run_up
 
 
+@pytest.mark.timeout(600)  # the stop waits for the batch in flight, however slow the machine
 def test_up_runs_fleet_ingest_and_stats_together_and_stops_cleanly(
         spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
     out = io.StringIO()
     progress = run_up(bootstrap, tmp_path, rate=400, devices=12, firmware_update_after=2_000,
-                      duration_s=25, console=Console(file=out, width=120), spark=spark)
+                      duration_s=25, console=Console(file=out, width=120), spark=spark,
+                      options=UpOptions(log_format="json", progress_interval_s=2,
+                                        maintain_every=3))
     assert progress.fleet.sent > 2_000 and progress.fleet.updated
     assert progress.rows > 0 and progress.batches > 0 and not progress.errors
     assert progress.stats_batches > 0
     assert not [q for q in spark.streams.active]  # every query stopped
-    catalog = open_catalog(LakeConfig.local(tmp_path / "lake"))
-    events = catalog.load_table("iot.events").scan().to_arrow()
-    assert events.num_rows == progress.rows
-    assert "stopped:" in out.getvalue()
+    table = open_catalog(LakeConfig.local(tmp_path / "lake")).load_table("iot.events")
+    events = table.scan().to_arrow()
+    assert events.num_rows == progress.rows  # compaction, if it ran, kept every row
+    if progress.batches > 3:
+        assert progress.compactions >= 1
+
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]  # JSON lines only
+    ticks = [e for e in lines if e["event"] == "progress"]
+    assert len(ticks) >= 2
+    assert [t["sent"] for t in ticks] == sorted(t["sent"] for t in ticks)
+    assert {"sent", "rows", "quarantined", "snapshots", "schema_changes", "type_conflicts",
+            "stats_updates", "compactions"} <= set(ticks[-1])
+    stopped = lines[-1]
+    assert stopped["event"] == "stopped" and stopped["rows"] == progress.rows
+    assert stopped["files"] == table_size(table).files
+    assert stopped["hint"] == f"odradek lake describe iot.events --data-dir {tmp_path}"

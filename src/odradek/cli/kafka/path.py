@@ -1,15 +1,14 @@
 """`odradek kafka-path`: a folder whose bin/ holds Kafka's script names, calling odradek.
 
 Kafka's scripts live in `$KAFKA_HOME/bin/`. This writes `kafka-topics.sh` and the others
-into `$XDG_DATA_HOME/odradek/kafka/bin/` (each calls this interpreter's odradek, so a
-virtual environment needs no activation) and prints the folder, so that
-`KAFKA_PATH=$(odradek kafka-path)` or `PATH=$(odradek kafka-path)/bin:$PATH` makes
-existing scripts run unchanged.
+into `kafka/bin/` of the data home (`$ODRADEK_HOME`, default `~/.local/share/odradek`;
+each calls this interpreter's odradek, so a virtual environment needs no activation)
+and prints the folder, so that `KAFKA_PATH=$(odradek kafka-path)` or
+`PATH=$(odradek kafka-path)/bin:$PATH` makes existing scripts run unchanged.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import sys
 from pathlib import Path
@@ -18,8 +17,9 @@ from odradek.cli.kafka.tools import TOOLS
 
 
 def kafka_home() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "odradek" / "kafka"
+    from odradek.home import Home
+
+    return Home.at().root / "kafka"
 
 
 def script(tool: str) -> str:

@@ -1,0 +1,270 @@
+"""Keeping a lake table healthy while it is written: compaction and snapshot expiry.
+
+A streaming ingest adds a few small files per partition and batch (one per Spark task),
+so a table a few minutes old holds thousands of files of some kilobytes, and every reader
+pays for opening each one. `compact()` merges a partition's small files into files of
+about the target size, in one Iceberg snapshot that deletes the old files and adds the
+new ones: readers see the same rows before and after. `expire()` drops snapshots older
+than a retention (never the current one) and deletes the files only they referenced.
+
+Both run beside a live ingest. Iceberg commits are optimistic: when the ingest commits
+between our read and our commit, pyiceberg rebases the rewrite on the new snapshot (the
+files it appended stay; the files we replace must still be there, else the rewrite is
+refused and nothing is lost), and `with_retry` covers a catalog locked by the other
+writer. The rewrite never touches table properties, where the ingest keeps its resume
+point (odradek.end-offsets) and last batch ids; its snapshot summary carries the offsets
+the table covered when it was planned, marked as maintenance, so `odradek lake history`
+still reads like the Kafka log it came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow.parquet as pq
+from pyiceberg.catalog import Catalog
+from pyiceberg.exceptions import ValidationException
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan, parquet_file_to_data_file
+from pyiceberg.table import FileScanTask, Table
+
+from odradek.pipeline.lake_catalog import SUMMARY_OFFSETS, recorded_offsets, with_retry
+from odradek.pipeline.offsets import offsets_to_json
+
+log = logging.getLogger(__name__)
+
+SUMMARY_MAINTENANCE = "odradek.maintenance"
+SUMMARY_REPLACED = "odradek.replaced-files"
+DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
+# a file of at least this share of the target is left alone: rewriting it buys little
+SMALL_SHARE = 0.75
+COMMIT_ATTEMPTS = 10
+
+
+@dataclass
+class CompactionResult:
+    table: str
+    partitions: int = 0
+    files_replaced: int = 0
+    files_written: int = 0
+    rows: int = 0
+    snapshot_id: int | None = None
+
+
+@dataclass
+class ExpiryResult:
+    table: str
+    snapshots_expired: int = 0
+    files_deleted: int = 0
+    kept: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TableSize:
+    rows: int
+    files: int
+    bytes: int
+
+
+def table_size(table: Table) -> TableSize:
+    """Rows, data files and bytes of the current snapshot, from its summary alone."""
+    snap = table.current_snapshot()
+    if snap is None or snap.summary is None:
+        return TableSize(0, 0, 0)
+    props = snap.summary.additional_properties
+    return TableSize(int(props.get("total-records", 0) or 0),
+                     int(props.get("total-data-files", 0) or 0),
+                     int(props.get("total-files-size", 0) or 0))
+
+
+def _partition_key(task: FileScanTask) -> tuple[int, str]:
+    return task.file.spec_id, repr(task.file.partition)
+
+
+def plan_compaction(table: Table, target_bytes: int, min_files: int = 2
+                    ) -> list[list[FileScanTask]]:
+    """Per partition, its small files, when there are at least `min_files` of them."""
+    snap = table.current_snapshot()
+    if snap is None:
+        return []
+    groups: dict[tuple[int, str], list[FileScanTask]] = defaultdict(list)
+    for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
+        if task.delete_files:  # rows deleted by position: leave to a merge-on-read aware tool
+            continue
+        if task.file.file_size_in_bytes < target_bytes * SMALL_SHARE:
+            groups[_partition_key(task)].append(task)
+    return [g for g in groups.values() if len(g) >= min_files]
+
+
+def _write_group(table: Table, tasks: list[FileScanTask], target_bytes: int) -> list[str]:
+    """The group's rows (read in the current schema) as files of about the target size."""
+    rows = ArrowScan(table.metadata, table.io, table.schema(), AlwaysTrue()).to_table(tasks)
+    in_bytes = sum(t.file.file_size_in_bytes for t in tasks)
+    per_file = max(1, int(rows.num_rows * target_bytes / max(in_bytes, 1)))
+    base = f"{table.location().rstrip('/')}/data/compacted"
+    paths = []
+    for start in range(0, rows.num_rows, per_file):
+        path = f"{base}/{uuid.uuid4()}.parquet"
+        with table.io.new_output(path).create(overwrite=False) as stream:
+            pq.write_table(rows.slice(start, per_file), stream)
+        paths.append(path)
+    return paths
+
+
+def compact(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTES,
+            min_files: int = 2) -> CompactionResult:
+    """Rewrite each partition's small files into files of about `target_bytes`.
+
+    The slow part (reading and writing the rows) runs against the snapshot it planned on;
+    the commit is then made on the table as it is at that moment, so only an ingest commit
+    landing in the few milliseconds of the commit itself makes it go round again.
+    """
+    result = CompactionResult(name)
+    table = with_retry(f"load {name}", lambda: catalog.load_table(name))
+    groups = plan_compaction(table, target_bytes, min_files)
+    if not groups:
+        return result
+    written: list[str] = []
+    committed = False
+    try:
+        for group in groups:
+            written += _write_group(table, group, target_bytes)
+        new_files = [parquet_file_to_data_file(table.io, table.metadata, p) for p in written]
+        old = [t.file for g in groups for t in g]
+
+        def attempt() -> Table:
+            fresh = catalog.load_table(name)
+            # the newest offsets, not the planned-on snapshot's: this snapshot becomes the
+            # newest, and its summary reads as where the table stands
+            summary = {SUMMARY_MAINTENANCE: "compact", SUMMARY_REPLACED: str(len(old)),
+                       SUMMARY_OFFSETS: json.dumps(offsets_to_json(recorded_offsets(fresh)))}
+            tx = fresh.transaction()
+            with tx.update_snapshot(snapshot_properties=summary).overwrite() as rewrite:
+                for f in old:
+                    rewrite.delete_data_file(f)
+                for f in new_files:
+                    rewrite.append_data_file(f)
+            return tx.commit_transaction()
+
+        for _ in range(COMMIT_ATTEMPTS):
+            try:
+                done = with_retry(f"compact {name}", attempt)
+                committed = True
+                break
+            except ValidationException as e:
+                if "Missing required files" in str(e):
+                    # another compaction replaced them first: nothing to do this time
+                    log.info("compaction of %s skipped: %s", name, e)
+                    return result
+                log.info("compaction of %s met a concurrent commit; again: %s", name, e)
+        else:
+            log.info("compaction of %s kept losing to concurrent commits; next time", name)
+            return result
+    finally:
+        if not committed:
+            for path in written:  # never referenced by a snapshot: safe to remove
+                table.io.delete(path)
+    snap = done.current_snapshot()
+    result.partitions = len(groups)
+    result.files_replaced = len(old)
+    result.files_written = len(new_files)
+    result.rows = sum(f.record_count for f in new_files)
+    result.snapshot_id = snap.snapshot_id if snap else None
+    return result
+
+
+class _References:
+    """Which files each snapshot reaches, reading each manifest list and manifest once
+    (they never change, and appends keep the earlier manifests: snapshots share most)."""
+
+    def __init__(self, table: Table, only: set[int] | None = None) -> None:
+        self.table = table
+        self.manifests: dict[int, list[str]] = {}
+        self.lists: dict[int, str] = {}
+        self.entries: dict[str, list[str]] = {}
+        for snap in table.metadata.snapshots:
+            if only is not None and snap.snapshot_id not in only:
+                continue
+            self.lists[snap.snapshot_id] = snap.manifest_list
+            paths = []
+            for manifest in snap.manifests(table.io):
+                paths.append(manifest.manifest_path)
+                if manifest.manifest_path not in self.entries:
+                    self.entries[manifest.manifest_path] = [
+                        e.data_file.file_path for e in
+                        manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
+            self.manifests[snap.snapshot_id] = paths
+
+    def files(self, snapshot_ids: set[int]) -> set[str]:
+        out: set[str] = set()
+        for sid in snapshot_ids:
+            out.add(self.lists[sid])
+            for path in self.manifests[sid]:
+                out.add(path)
+                out.update(self.entries[path])
+        return out
+
+
+def expire(catalog: Catalog, name: str, older_than: dt.timedelta,
+           keep_last: int = 1) -> ExpiryResult:
+    """Drop snapshots older than `older_than` (always keeping the newest `keep_last`) and
+    delete the files that only they referenced."""
+    result = ExpiryResult(name)
+    cutoff_ms = (dt.datetime.now(dt.UTC) - older_than).timestamp() * 1000
+
+    def attempt() -> ExpiryResult:
+        table = catalog.load_table(name)
+        snaps = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
+        keep = {s.snapshot_id for s in snaps[-keep_last:]} if keep_last > 0 else set()
+        current = table.current_snapshot()
+        if current is not None:
+            keep.add(current.snapshot_id)
+        doomed = {s.snapshot_id for s in snaps
+                  if s.timestamp_ms < cutoff_ms and s.snapshot_id not in keep}
+        if not doomed:
+            result.kept = [s.snapshot_id for s in snaps]
+            return result
+        refs = _References(table)
+        table.maintenance.expire_snapshots().by_ids(sorted(doomed)).commit()
+        after = catalog.load_table(name)
+        remaining = {s.snapshot_id for s in after.metadata.snapshots}
+        # a snapshot committed meanwhile (the ingest) was not read above: read it now
+        unseen = remaining - set(refs.manifests)
+        still = refs.files(remaining & set(refs.manifests))
+        if unseen:
+            still |= _References(after, unseen).files(unseen)
+        gone = refs.files(doomed) - still
+        for path in gone:
+            with contextlib.suppress(FileNotFoundError):
+                after.io.delete(path)
+        result.snapshots_expired = len(doomed)
+        result.files_deleted = len(gone)
+        result.kept = sorted(remaining)
+        return result
+
+    return with_retry(f"expire snapshots of {name}", attempt)
+
+
+def maintain(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTES,
+             retention: dt.timedelta = dt.timedelta(hours=1)
+             ) -> tuple[CompactionResult, ExpiryResult, TableSize]:
+    """Compact, then expire: what `odradek lake maintain` and `odradek up` run."""
+    compacted = compact(catalog, name, target_bytes)
+    expired = expire(catalog, name, retention)
+    return compacted, expired, table_size(catalog.load_table(name))
+
+
+def describe_result(c: CompactionResult, e: ExpiryResult, size: TableSize) -> dict[str, Any]:
+    return {"table": c.table, "partitions_compacted": c.partitions,
+            "files_replaced": c.files_replaced, "files_written": c.files_written,
+            "rows_rewritten": c.rows, "snapshots_expired": e.snapshots_expired,
+            "files_deleted": e.files_deleted, "rows": size.rows, "files": size.files,
+            "bytes": size.bytes}
+

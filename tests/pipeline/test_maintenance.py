@@ -1,0 +1,166 @@
+"""Lake maintenance on a real Iceberg table (pyiceberg, SQLite catalog): compaction keeps
+every row and the Kafka-offsets bookkeeping, survives an ingest committing meanwhile, and
+snapshot expiry deletes only files no snapshot needs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog import Catalog
+
+from odradek.pipeline import maintenance
+from odradek.pipeline.catalog_tools import history
+from odradek.pipeline.lake_catalog import (
+    PROP_OFFSETS,
+    SUMMARY_BATCH,
+    SUMMARY_OFFSETS,
+    LakeConfig,
+    ensure_table,
+    open_catalog,
+    recorded_offsets,
+)
+from odradek.pipeline.maintenance import compact, expire, table_size
+
+TABLE = "iot.events"
+DAY = dt.datetime(2026, 11, 27, 8, 0, tzinfo=dt.UTC)
+
+
+class FakeIngest:
+    """Commits batches the way the lake writer does: data files, the batch's end offsets
+    in the snapshot summary, the merged offsets in the table property."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.next_offset = {"fleet.camera": 0, "fleet.door": 0}
+        self.batch = 0
+        ensure_table(catalog, TABLE)
+
+    def commit(self, rows_per_topic: int = 5) -> None:
+        table = self.catalog.load_table(TABLE)
+        rows: list[dict[str, Any]] = []
+        for topic in self.next_offset:
+            for _ in range(rows_per_topic):
+                off = self.next_offset[topic]
+                rows.append({"_topic": topic, "_partition": 0, "_offset": off,
+                             "_timestamp": DAY + dt.timedelta(seconds=off), "_key": f"d{off}"})
+                self.next_offset[topic] += 1
+        end = {t: {"0": o} for t, o in self.next_offset.items()}
+        tx = table.transaction()
+        tx.append(pa.Table.from_pylist(rows, schema=table.schema().as_arrow()),
+                  snapshot_properties={SUMMARY_OFFSETS: json.dumps(end),
+                                       SUMMARY_BATCH: str(self.batch)})
+        tx.set_properties({PROP_OFFSETS: json.dumps(end)})
+        tx.commit_transaction()
+        self.batch += 1
+
+
+@pytest.fixture
+def catalog(tmp_path: Path) -> Catalog:
+    return open_catalog(LakeConfig.local(tmp_path / "lake"))
+
+
+def rows(catalog: Catalog) -> list[tuple[str, int]]:
+    arrow = catalog.load_table(TABLE).scan().to_arrow()
+    return sorted(zip(arrow["_topic"].to_pylist(), arrow["_offset"].to_pylist(), strict=True))
+
+
+def parquet_on_disk(tmp_path: Path) -> set[str]:
+    return {str(p) for p in (tmp_path / "lake" / "warehouse").rglob("*.parquet")}
+
+
+def test_compaction_merges_small_files_keeping_rows_and_offsets(catalog: Catalog) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(12):
+        ingest.commit()
+    before_rows, before_offsets = rows(catalog), recorded_offsets(catalog.load_table(TABLE))
+    assert table_size(catalog.load_table(TABLE)).files == 24  # a file per topic and batch
+
+    result = compact(catalog, TABLE)
+
+    table = catalog.load_table(TABLE)
+    assert (result.partitions, result.files_replaced, result.files_written) == (2, 24, 2)
+    assert table_size(table).files == 2 and table_size(table).rows == 120
+    assert rows(catalog) == before_rows
+    assert recorded_offsets(table) == before_offsets  # the ingest resumes where it was
+    newest = history(catalog, TABLE)[-1]
+    assert newest["end_offsets"] == {"fleet.camera": {"0": 60}, "fleet.door": {"0": 60}}
+    snap = table.current_snapshot()
+    assert snap is not None and snap.summary is not None
+    assert snap.summary.additional_properties[maintenance.SUMMARY_MAINTENANCE] == "compact"
+    assert compact(catalog, TABLE).files_replaced == 0  # nothing small left to merge
+
+
+def test_an_ingest_commit_during_compaction_is_kept(catalog: Catalog,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(4):
+        ingest.commit()
+    write_group = maintenance._write_group
+
+    def ingest_meanwhile(*args: Any) -> list[str]:
+        paths = write_group(*args)
+        if ingest.batch == 4:  # between our read of the table and our commit
+            ingest.commit()
+        return paths
+
+    monkeypatch.setattr(maintenance, "_write_group", ingest_meanwhile)
+    result = compact(catalog, TABLE)
+
+    assert result.files_replaced == 8
+    table = catalog.load_table(TABLE)
+    assert table_size(table).rows == 50 and len(rows(catalog)) == 50
+    assert table_size(table).files == 2 + 2  # the compacted files and the new batch's
+    assert recorded_offsets(table)[("fleet.door", 0)] == 25
+
+
+def test_expiry_drops_old_snapshots_and_the_files_only_they_used(catalog: Catalog,
+                                                                 tmp_path: Path) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(6):
+        ingest.commit()
+    compact(catalog, TABLE)
+    assert len(parquet_on_disk(tmp_path)) == 12 + 2
+    before = rows(catalog)
+
+    kept_all = expire(catalog, TABLE, older_than=dt.timedelta(hours=1))
+    assert kept_all.snapshots_expired == 0 and len(parquet_on_disk(tmp_path)) == 14
+
+    result = expire(catalog, TABLE, older_than=dt.timedelta(0))
+
+    table = catalog.load_table(TABLE)
+    assert result.snapshots_expired == 6 and len(table.metadata.snapshots) == 1
+    assert len(parquet_on_disk(tmp_path)) == 2
+    assert rows(catalog) == before
+    assert recorded_offsets(table)[("fleet.camera", 0)] == 30
+    ingest.commit()  # the ingest carries on after the expiry
+    assert len(rows(catalog)) == 70
+
+
+def test_a_commit_that_races_the_compactions_commit_makes_it_go_round_again(
+        catalog: Catalog, monkeypatch: pytest.MonkeyPatch) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(4):
+        ingest.commit()
+    offsets_of = maintenance.recorded_offsets
+    calls = []
+
+    def ingest_commits_first(table: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1:  # after the compaction loaded the table, before it commits
+            ingest.commit()
+        return offsets_of(table)
+
+    monkeypatch.setattr(maintenance, "recorded_offsets", ingest_commits_first)
+    result = compact(catalog, TABLE)
+
+    assert len(calls) >= 2 and result.files_replaced == 8
+    table = catalog.load_table(TABLE)
+    assert table_size(table).rows == 50 and len(rows(catalog)) == 50
+    assert table_size(table).files == 4
+    newest = history(catalog, TABLE)[-1]  # the compaction's summary: the newest offsets
+    assert newest["end_offsets"] == {"fleet.camera": {"0": 25}, "fleet.door": {"0": 25}}
