@@ -27,10 +27,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkSession]:
 
     session = build_session(app_name="odradek-tests",
                             warehouse=tmp_path_factory.mktemp("spark"),
-                            extra={"spark.ui.showConsoleProgress": "false",
-                                   # a Python worker starting on a busy machine (the
-                                   # suite's other processes) may take more than 15 s
-                                   "spark.python.authenticate.socketTimeout": "120s"})
+                            extra={"spark.ui.showConsoleProgress": "false"})
     yield session
     session.stop()
 
