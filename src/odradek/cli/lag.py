@@ -1,19 +1,5 @@
-"""`odradek lag`: a group's lag judged by Burrow's rules over a sliding window.
-
-Each sample is, per partition, the committed offset, the log end offset and the time.
-Over the window (`--window` samples) a partition is, in Burrow's order:
-  REWIND  the committed offset went backwards;
-  OK      the lag was zero at some sample (the consumer caught up);
-  STOP    the offset never moved, the lag is non-zero, and the group has no active
-          member (the consumer is gone);
-  STALL   the offset never moved, the lag is non-zero, but members are there (stuck).
-Burrow tells STOP from STALL by commit timestamps, which OffsetFetch does not return;
-whether the group still has members is the same question asked directly.
-  WARN    the offset moves but the lag grew at every sample (falling behind);
-  OK      otherwise.
-A partition with no committed offset is ERR. The group takes the worst: STOP, STALL,
-REWIND or ERR make it ERR, WARN makes it WARN. Total and max lag come from the
-latest sample.
+"""`odradek lag`: a group's lag judged by Burrow's rules over a sliding window of
+`--window` samples (the rules, REWIND/STOP/STALL/WARN/OK/ERR, are odradek.client.lag's).
 """
 
 from __future__ import annotations
