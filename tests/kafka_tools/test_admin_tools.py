@@ -122,7 +122,8 @@ def test_kafka_path_scripts_and_odradek_subcommands_are_the_same_tools(
         kafka_home: Path, bootstrap: list[str]) -> None:
     scripts = sorted(p.name for p in (kafka_home / "bin").iterdir())
     assert scripts == sorted(f"{t}.sh" for t in (
-        "kafka-topics", "kafka-configs", "kafka-consumer-groups", "kafka-console-producer",
+        "kafka-topics", "kafka-configs", "kafka-acls", "kafka-consumer-groups",
+        "kafka-console-producer",
         "kafka-console-consumer", "kafka-dump-log", "kafka-reassign-partitions",
         "kafka-leader-election", "kafka-delete-records", "kafka-producer-perf-test",
         "kafka-consumer-perf-test"))

@@ -217,3 +217,52 @@ def test_describe_topic_partitions_needs_describe_and_telemetry_needs_nothing(
         anonymous.close()
     with WireClient(plaintext) as w:
         assert w.call(71, 0, client_instance_id=None).error_code == ErrorCode.none
+
+
+def test_kafka_acls_sh_with_kafkas_documented_invocations(
+        acl_broker: Broker, tmp_path: Path) -> None:
+    """kafka-acls.sh's examples from Kafka's documentation (security_authz_cli), through
+    the module the `odradek kafka-path` scripts call."""
+    props = tmp_path / "admin.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in acl_broker.client("admin").items()
+                             if k != "bootstrap.servers"))
+    base = [sys.executable, "-m", "odradek.cli.kafka", "kafka-acls", "--bootstrap-server",
+            f"127.0.0.1:{acl_broker.sasl_port}", "--command-config", str(props)]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=60)
+
+    added = run("--add", "--allow-principal", "User:Bob", "--allow-principal", "User:Alice",
+                "--allow-host", "198.51.100.0", "--allow-host", "198.51.100.1",
+                "--operation", "Read", "--operation", "Write", "--topic", "Test-topic")
+    assert added.returncode == 0, added.stderr
+    listed = run("--list", "--topic", "Test-topic").stdout
+    for who in ("User:Bob", "User:Alice"):
+        for host in ("198.51.100.0", "198.51.100.1"):
+            for op in ("READ", "WRITE"):
+                assert (f"(principal={who}, host={host}, operation={op}, "
+                        "permissionType=ALLOW)") in listed
+    # the producer and consumer roles, then bob really consumes as a group member
+    assert run("--add", "--allow-principal", "User:bob", "--producer",
+               "--topic", "roles").returncode == 0
+    assert run("--add", "--allow-principal", "User:bob", "--consumer", "--topic", "roles",
+               "--group", "bobs").returncode == 0
+    roles = run("--list", "--topic", "roles").stdout
+    assert all(f"operation={op}, permissionType=ALLOW" in roles
+               for op in ("WRITE", "DESCRIBE", "CREATE", "READ"))
+    assert "operation=READ" in run("--list", "--group", "bobs").stdout
+    admin = acl_broker.admin()  # (auto-creation is off: the super user creates it)
+    admin.create_topics([NewTopic("roles", 1, 1)])["roles"].result(30)
+    assert _produce(acl_broker.client("bob"), "roles") is None
+    removed = run("--remove", "--allow-principal", "User:Bob", "--allow-principal",
+                  "User:Alice", "--allow-host", "198.51.100.0", "--allow-host",
+                  "198.51.100.1", "--operation", "Read", "--operation", "Write",
+                  "--topic", "Test-topic", "--force")
+    assert removed.returncode == 0, removed.stderr
+    assert "User:Bob" not in run("--list", "--topic", "Test-topic").stdout
+    # AclCommand's refusals: the message, then the usage, status 1
+    both = run("--add", "--list", "--topic", "x")
+    assert both.returncode == 1
+    assert both.stderr.startswith("Command must include exactly one action")
+    no_group = run("--add", "--allow-principal", "User:bob", "--consumer", "--topic", "x")
+    assert no_group.returncode == 1 and 'Missing required argument "[group]"' in no_group.stderr

@@ -115,10 +115,12 @@ def acls(
              "add ACLs.")
     ops = [_operation(o) for o in operation] or ([] if remove else [AclOperation.ALL])
     if add:
-        host = (allow_host or deny_host or ["*"])[0]
+        # as AclCommand: each principal from each of its permission's hosts (default *)
+        hosts = {AclPermissionType.ALLOW: allow_host or ["*"],
+                 AclPermissionType.DENY: deny_host or ["*"]}
         bindings = [AclBinding(rtype, name, pattern, principal, host, op, permission)
                     for rtype, name in resources for principal, permission in principals
-                    for op in ops]
+                    for host in hosts[permission] for op in ops]
         for rtype, name in resources:
             mine = [b for b in bindings if b.restype == rtype and b.name == name]
             print(f"Adding ACLs for resource `{_resource_text(mine[0])}`: ")

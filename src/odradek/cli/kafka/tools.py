@@ -11,6 +11,7 @@ from odradek.cli.kafka.jopt import ToolExit
 TOOLS = {
     "kafka-topics": "topics",
     "kafka-configs": "configs",
+    "kafka-acls": "acls",
     "kafka-consumer-groups": "groups",
     "kafka-console-producer": "console",
     "kafka-console-consumer": "console",
