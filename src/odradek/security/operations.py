@@ -212,6 +212,19 @@ _TABLE: tuple[ApiAuthorization, ...] = (
     ApiAuthorization(74, "ListConfigResources", (_c(Op.DESCRIBE_CONFIGS, R.CLUSTER, REQ),)),
     ApiAuthorization(75, "DescribeTopicPartitions", (
         _c(Op.DESCRIBE, R.TOPIC, ITEM, "named topics; all-topics requests filter instead"),)),
+    # Kafka's checks for share groups; odradek serves them to super users only until
+    # the share coordinator enforces these (issue 14)
+    ApiAuthorization(76, "ShareGroupHeartbeat", (
+        _c(Op.READ, R.GROUP, REQ), _c(Op.DESCRIBE, R.TOPIC, FILTER, "subscribed topics")),
+        "super users only in odradek for now"),
+    ApiAuthorization(77, "ShareGroupDescribe", (_c(Op.DESCRIBE, R.GROUP, ITEM),),
+                     "super users only in odradek for now"),
+    ApiAuthorization(78, "ShareFetch", (
+        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM)),
+        "super users only in odradek for now"),
+    ApiAuthorization(79, "ShareAcknowledge", (
+        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM)),
+        "super users only in odradek for now"),
 )
 
 OPERATIONS: dict[int, ApiAuthorization] = {a.api_key: a for a in _TABLE}
