@@ -260,3 +260,19 @@ class PyClient(Client):
             raise ClientFailed(f"latency consumer saw {int(r['received'])} of "
                                f"{int(r['measured'])}")
         return Latency(int(r["received"]), r["p50_ms"], r["p99_ms"], r["p999_ms"], r["max_ms"])
+
+
+def choose_client(kind: str) -> Client:
+    """`auto`: librdkafka's C perf tool when it can be built, else `odradek perf`; `c`
+    or `py` insist on one."""
+    from bench import tools
+
+    if kind in ("c", "auto"):
+        try:
+            return CClient(tools.ensure_rdkafka_performance())
+        except tools.ToolUnavailable as e:
+            if kind == "c":
+                raise SystemExit(f"cannot build rdkafka_performance: {e}") from e
+            print(f"! C client unavailable ({e}); using odradek perf", file=sys.stderr,
+                  flush=True)
+    return PyClient()

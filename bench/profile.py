@@ -25,7 +25,8 @@ if __package__ in (None, ""):  # run as a script: make `bench` importable as a p
 
 from bench import tools
 from bench.brokers import die_with_parent, odradek_broker, stop_all
-from bench.run import _client, _select
+from bench.clients import choose_client
+from bench.run import _select
 from bench.workloads import FULL, QUICK, Context, run, source_of
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if not Path(pyspy).exists():
         raise SystemExit("py-spy not found: .venv/bin/pip install py-spy")
     sizes = QUICK if args.quick else FULL
-    client = _client(args.client)
+    client = choose_client(args.client)
     out = args.out or ROOT / "bench" / "results" / time.strftime("profile-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     tools.CACHE_DIR.mkdir(parents=True, exist_ok=True)

@@ -29,8 +29,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: make `bench` importable as a package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import tools
-from bench.clients import CClient, Client, ClientFailed, PyClient, run_tool
+from bench.clients import Client, ClientFailed, choose_client, run_tool
 
 RECORD_SIZE = 1000
 LATENCY_SIZE = 100
@@ -69,15 +68,6 @@ def _log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def _client(kind: str) -> Client:
-    if kind in ("c", "auto"):
-        try:
-            return CClient(tools.ensure_rdkafka_performance())
-        except tools.ToolUnavailable as e:
-            if kind == "c":
-                raise SystemExit(f"cannot build rdkafka_performance: {e}") from e
-            _log(f"! C client unavailable ({e}); using odradek perf")
-    return PyClient()
 
 
 def _admin(bootstrap: str) -> Any:
@@ -249,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sizes = QUICK if args.quick else FULL
     idles = sorted({0, *(args.idle if args.idle is not None else [1000])})
-    client = _client(args.client)
+    client = choose_client(args.client)
     config = dict(kv.split("=", 1) for kv in args.config)
     # Kafka's defaults for what the test defaults shorten (they keep fault tests quick)
     config.setdefault("replica.lag.time.max.ms", "30000")

@@ -37,7 +37,7 @@ from bench.brokers import (
     stop_all,
     tansu_broker,
 )
-from bench.clients import CClient, Client, ClientFailed, PyClient
+from bench.clients import Client, ClientFailed, choose_client
 from bench.report import (
     HEADER,
     BrokerRun,
@@ -70,15 +70,6 @@ def _select(patterns: list[str]) -> list[Workload]:
     return chosen
 
 
-def _client(kind: str) -> Client:
-    if kind in ("c", "auto"):
-        try:
-            return CClient(tools.ensure_rdkafka_performance())
-        except tools.ToolUnavailable as e:
-            if kind == "c":
-                raise SystemExit(f"cannot build rdkafka_performance: {e}") from e
-            _log(f"! C client unavailable ({e}); using odradek perf")
-    return PyClient()
 
 
 def _brokers(names: list[str], workdir: Path, overrides: dict[str, str],
@@ -247,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     brokers: list[Broker] = []
     machine = {"client": args.client, "load": " ".join(f"{x:.2f}" for x in os.getloadavg())}
     try:
-        client = _client(args.client)
+        client = choose_client(args.client)
         src: Path | None = None
         if args.odradek_rev and "odradek" in names:
             try:
