@@ -25,15 +25,15 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from odradek.replication.purgatory import DelayedFetch
+from odradek.replication.session_listener import SessionKey as SessionKey
 
 if TYPE_CHECKING:
     from odradek.protocol.errors import KafkaError
     from odradek.replication.partition import Partition
 
-SessionKey = tuple[Any, int]  # (topic name or id as the request names it, partition)
 SESSION_IDLE_MS = 120_000
 MAX_SESSIONS = 1000  # Kafka's max.incremental.fetch.session.cache.slots
 

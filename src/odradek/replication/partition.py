@@ -33,8 +33,8 @@ from odradek.protocol.errors import (
     UnknownLeaderEpoch,
 )
 from odradek.replication.delayed_produce import DelayedProduce
-from odradek.replication.fetch_session import ReplicaFetchSession, SessionKey
 from odradek.replication.purgatory import DelayedFetch
+from odradek.replication.session_listener import SessionKey, SessionListener
 from odradek.storage.producer_state import AppendOrigin
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class Partition:
     # advance can tell waiting consumer fetches how many bytes became readable
     _unreplicated: deque[tuple[int, int]] = field(default_factory=deque)
     # followers' incremental fetch sessions holding this partition, with its key there
-    sessions: dict[ReplicaFetchSession, SessionKey] = field(default_factory=dict)
+    sessions: dict[SessionListener, SessionKey] = field(default_factory=dict)
 
     @property
     def high_watermark(self) -> int:

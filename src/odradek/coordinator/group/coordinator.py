@@ -372,8 +372,42 @@ class GroupCoordinator:
             instance_id: str | None, generation: int, commits: Sequence[OffsetCommit]
     ) -> dict[TopicPartition, ErrorCode]:
         """TxnOffsetCommit: offsets that count once the transaction commits."""
-        return await txn_offsets.commit(self, group_id, producer_id, producer_epoch,
-                                        member_id, instance_id, generation, commits)
+        try:
+            shard = self._check(group_id)
+        except KafkaError as e:
+            return {(c.topic, c.partition): e.code for c in commits}
+        group = shard.groups.get(group_id)
+        if isinstance(group, ClassicGroup) and group.state == State.DEAD:
+            group = None
+        verdict = txn_offsets.validate(group, member_id, instance_id, generation)
+        if verdict is not None:
+            return {(c.topic, c.partition): verdict for c in commits}
+        errors: dict[TopicPartition, ErrorCode] = {}
+        accepted: list[tuple[TopicPartition, OffsetAndMetadata]] = []
+        now = now_ms()
+        for c in commits:
+            tp = (c.topic, c.partition)
+            metadata = c.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                errors[tp] = ErrorCode.offset_metadata_too_large
+            else:
+                accepted.append((tp, OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now)))
+        if not accepted:
+            return errors
+        records = [self._offset_record(group_id, tp, value) for tp, value in accepted]
+        try:
+            await self.runtime.write(shard.partition, records, producer_id=producer_id,
+                                     producer_epoch=producer_epoch, transactional=True,
+                                     too_large=ErrorCode.invalid_commit_offset_size)
+        except KafkaError as e:
+            errors.update({tp: e.code for tp, _ in accepted})
+            return errors
+        target = self.target_group(shard, group_id)
+        pending = target.pending_txn_offsets.setdefault(producer_id, {})
+        for tp, value in accepted:
+            pending[tp] = value
+            errors[tp] = ErrorCode.none
+        return errors
 
     def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
         """The transaction coordinator wrote the producer's marker to this offsets

@@ -15,27 +15,21 @@ if its transaction commits.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
-from odradek.coordinator.group.classic import ClassicGroup, State
+from odradek.coordinator.group.classic import ClassicGroup
 from odradek.coordinator.group.consumer import ConsumerGroup
 from odradek.coordinator.group.model import (
     Group,
     OffsetAndMetadata,
-    OffsetCommit,
     TopicPartition,
-    now_ms,
 )
-from odradek.protocol.errors import ErrorCode, KafkaError
-
-if TYPE_CHECKING:
-    from odradek.coordinator.group.coordinator import GroupCoordinator
+from odradek.protocol.errors import ErrorCode
 
 Pending = dict[int, dict[TopicPartition, OffsetAndMetadata]]  # producer id → offsets
 
 
-def _validate(group: Group | None, member_id: str, instance_id: str | None,
+def validate(group: Group | None, member_id: str, instance_id: str | None,
               generation: int) -> ErrorCode | None:
     """Kafka's checks of a transactional commit: looser than OffsetCommit's (no
     rebalance check; a producer need not be a member), but a member that names
@@ -54,48 +48,6 @@ def _validate(group: Group | None, member_id: str, instance_id: str | None,
     if generation >= 0 and generation != group.generation:
         return ErrorCode.illegal_generation
     return None
-
-
-async def commit(coordinator: GroupCoordinator, group_id: str, producer_id: int,
-                 producer_epoch: int, member_id: str, instance_id: str | None,
-                 generation: int, commits: Sequence[OffsetCommit]
-                 ) -> dict[TopicPartition, ErrorCode]:
-    try:
-        shard = coordinator._check(group_id)
-    except KafkaError as e:
-        return {(c.topic, c.partition): e.code for c in commits}
-    group = shard.groups.get(group_id)
-    if isinstance(group, ClassicGroup) and group.state == State.DEAD:
-        group = None
-    verdict = _validate(group, member_id, instance_id, generation)
-    if verdict is not None:
-        return {(c.topic, c.partition): verdict for c in commits}
-    errors: dict[TopicPartition, ErrorCode] = {}
-    accepted: list[tuple[TopicPartition, OffsetAndMetadata]] = []
-    now = now_ms()
-    for c in commits:
-        tp = (c.topic, c.partition)
-        metadata = c.metadata or ""
-        if len(metadata.encode()) > coordinator.config.offset_metadata_max_bytes:
-            errors[tp] = ErrorCode.offset_metadata_too_large
-        else:
-            accepted.append((tp, OffsetAndMetadata(c.offset, c.leader_epoch, metadata, now)))
-    if not accepted:
-        return errors
-    records = [coordinator._offset_record(group_id, tp, value) for tp, value in accepted]
-    try:
-        await coordinator.runtime.write(shard.partition, records, producer_id=producer_id,
-                                        producer_epoch=producer_epoch, transactional=True,
-                                        too_large=ErrorCode.invalid_commit_offset_size)
-    except KafkaError as e:
-        errors.update({tp: e.code for tp, _ in accepted})
-        return errors
-    target = coordinator.target_group(shard, group_id)
-    pending = target.pending_txn_offsets.setdefault(producer_id, {})
-    for tp, value in accepted:
-        pending[tp] = value
-        errors[tp] = ErrorCode.none
-    return errors
 
 
 def complete(groups: Iterable[Group], partition: int, producer_id: int,
