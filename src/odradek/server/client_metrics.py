@@ -25,7 +25,7 @@ from odradek.server.configs import AlterOp, ConfigEntry, ConfigSource
 from odradek.server.configs import _apply_op as apply_op
 
 if TYPE_CHECKING:
-    from odradek.server.ports import Ports
+    from odradek.server.configs import ConfigsPort
 
 RESOURCE_TYPE = 16
 CLIENT_METRICS_CONFIG = ConfigSource.CLIENT_METRICS_CONFIG
@@ -82,7 +82,7 @@ def parse(name: str, configs: Mapping[str, str]) -> Subscription:
                         tuple(match))
 
 
-def describe(ports: Ports, name: str) -> list[ConfigEntry]:
+def describe(ports: ConfigsPort, name: str) -> list[ConfigEntry]:
     if not name:
         raise InvalidRequest("Subscription name can't be empty")
     stored = ports.metadata.image.client_metrics.get(name, {})
@@ -94,7 +94,7 @@ def describe(ports: Ports, name: str) -> list[ConfigEntry]:
     ]
 
 
-async def apply(ports: Ports, name: str, ops: list[tuple[str, AlterOp, str | None]], *,
+async def apply(ports: ConfigsPort, name: str, ops: list[tuple[str, AlterOp, str | None]], *,
                 incremental: bool, validate_only: bool) -> None:
     if not name:
         raise InvalidRequest("Subscription name can't be empty")

@@ -9,9 +9,9 @@ default — and each entry can list those synonyms with their sources.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.configdef import ConfigError
 from odradek.protocol.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
@@ -19,7 +19,38 @@ from odradek.server.config import BROKER_CONFIGS
 from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
 if TYPE_CHECKING:
-    from odradek.server.ports import Ports
+    from odradek.cluster.controller import MetadataController
+    from odradek.storage.log_config import LogConfig
+
+
+class ConfigView(Protocol):
+    """The broker's configuration as handlers read it (static and dynamic values)."""
+
+    def __getitem__(self, name: str) -> Any: ...
+
+    def get(self, name: str, default: Any = None) -> Any: ...
+
+    def source(self, name: str) -> str: ...
+
+    def levels(self, name: str) -> dict[str, Any]: ...
+
+    def values(self) -> dict[str, Any]: ...
+
+
+class ConfigsPort(Protocol):
+    """What describing and changing configs reads: the handlers' `Ports` is one."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def config(self) -> ConfigView: ...
+
+    @property
+    def metadata(self) -> MetadataController: ...
+
+    @property
+    def topic_config(self) -> Callable[[str], LogConfig]: ...
 
 
 class ResourceType(enum.IntEnum):
@@ -65,7 +96,7 @@ _LEVELS = (("dynamic", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
            ("default", ConfigSource.DEFAULT_CONFIG))
 
 
-def _broker_source(ports: Ports, name: str) -> ConfigSource:
+def _broker_source(ports: ConfigsPort, name: str) -> ConfigSource:
     where = ports.config.source(name)
     if where == "dynamic":
         return ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -74,7 +105,7 @@ def _broker_source(ports: Ports, name: str) -> ConfigSource:
     return ConfigSource.DEFAULT_CONFIG
 
 
-def describe_topic(ports: Ports, topic: str) -> list[ConfigEntry]:
+def describe_topic(ports: ConfigsPort, topic: str) -> list[ConfigEntry]:
     info = ports.metadata.image.topics.get(topic)
     if info is None:
         raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist.")
@@ -101,7 +132,7 @@ def describe_topic(ports: Ports, topic: str) -> list[ConfigEntry]:
     return entries
 
 
-def describe_broker(ports: Ports) -> list[ConfigEntry]:
+def describe_broker(ports: ConfigsPort) -> list[ConfigEntry]:
     entries = []
     for d in BROKER_CONFIGS:
         value = ports.config.get(d.name)
@@ -117,14 +148,14 @@ def describe_broker(ports: Ports) -> list[ConfigEntry]:
     return entries
 
 
-def check_broker_name(ports: Ports, name: str) -> None:
+def check_broker_name(ports: ConfigsPort, name: str) -> None:
     if name not in ("", str(ports.node_id)):
         raise InvalidRequest(f"Unexpected broker id, expected {ports.node_id} or empty string, "
                              f"but received {name}")
 
 
 async def apply_topic(
-    ports: Ports, topic: str, ops: list[tuple[str, AlterOp, str | None]], *,
+    ports: ConfigsPort, topic: str, ops: list[tuple[str, AlterOp, str | None]], *,
     incremental: bool, validate_only: bool,
 ) -> None:
     info = ports.metadata.image.topics.get(topic)
@@ -143,7 +174,7 @@ async def apply_topic(
 
 
 async def apply_broker(
-    ports: Ports, ops: list[tuple[str, AlterOp, str | None]], *,
+    ports: ConfigsPort, ops: list[tuple[str, AlterOp, str | None]], *,
     incremental: bool, validate_only: bool,
 ) -> None:
     current: dict[str, str | None] = (

@@ -20,7 +20,7 @@ from odradek.coordinator.runtime import ReplicaLog
 from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExists
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.server.core import BrokerCore
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ __all__ = ["OFFSETS_TOPIC", "create_group_coordinator", "ensure_internal_topic",
 class BrokerOffsetsLog(ReplicaLog):
     """`__consumer_offsets` through the replica manager, and the topics of the image."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         super().__init__(broker.replicas, OFFSETS_TOPIC, lambda: commit_timeout_ms(broker))
         self.broker = broker
         self.topics = TopicsView(self._by_name, self._name_of, self._all_names)
@@ -48,18 +48,18 @@ class BrokerOffsetsLog(ReplicaLog):
         return list(self.broker.controller.image.topics)
 
 
-def commit_timeout_ms(broker: Broker) -> int:
+def commit_timeout_ms(broker: BrokerCore) -> int:
     """How long a coordinator's write waits for the ISR (Kafka's name says offsets; its
     transaction coordinator waits as long)."""
     return int(broker.config["offsets.commit.timeout.ms"])
 
 
-def create_group_coordinator(broker: Broker) -> GroupCoordinator:
+def create_group_coordinator(broker: BrokerCore) -> GroupCoordinator:
     return GroupCoordinator(GroupConfig.from_broker(broker.config.values()),
                             BrokerOffsetsLog(broker))
 
 
-async def ensure_offsets_topic(broker: Broker) -> bool:
+async def ensure_offsets_topic(broker: BrokerCore) -> bool:
     """Create `__consumer_offsets` if it is missing; False when that failed."""
     config = broker.config
     return await ensure_internal_topic(
@@ -70,7 +70,7 @@ async def ensure_offsets_topic(broker: Broker) -> bool:
          "compression.type": "producer"})
 
 
-async def ensure_internal_topic(broker: Broker, name: str, partitions: int, replication: int,
+async def ensure_internal_topic(broker: BrokerCore, name: str, partitions: int, replication: int,
                                 configs: dict[str, str]) -> bool:
     """Create an internal topic if it is missing; False when that failed (or must wait:
     in a cluster, until enough brokers are alive for its replication factor)."""
@@ -89,7 +89,7 @@ async def ensure_internal_topic(broker: Broker, name: str, partitions: int, repl
     return True
 
 
-def led_partitions(broker: Broker, topic: str) -> set[int]:
+def led_partitions(broker: BrokerCore, topic: str) -> set[int]:
     """The partitions of an internal topic this broker leads (and holds a replica of)."""
     info = broker.controller.image.topics.get(topic)
     if info is None:
@@ -98,6 +98,6 @@ def led_partitions(broker: Broker, topic: str) -> set[int]:
             if p.leader == broker.node_id and (topic, p.partition) in broker.replicas.partitions}
 
 
-def follow_leadership(broker: Broker) -> None:
+def follow_leadership(broker: BrokerCore) -> None:
     """Tell the coordinator which offsets partitions this broker leads now."""
     broker.groups.follow(led_partitions(broker, OFFSETS_TOPIC))

@@ -31,12 +31,12 @@ from prometheus_client.registry import Collector
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import api_name
-from odradek.server.handlers.base import CLOSE_CONNECTION
+from odradek.server.replies import CLOSE_CONNECTION
 from odradek.server.telemetry import ClientTelemetry
 
 if TYPE_CHECKING:
     from odradek.cluster.metadata import MetadataImage
-    from odradek.server.broker import Broker
+    from odradek.server.core import BrokerCore
 
 PRODUCE, FETCH = 0, 1
 GAUGE_INTERVAL_MS = 5000  # how stale a gauge may be; a refresh is O(partitions + offsets)
@@ -332,7 +332,7 @@ class BrokerMetrics:
 
     # ---- gauges (every GAUGE_INTERVAL_MS on the broker's loop) ----------------------
 
-    def refresh(self, broker: Broker) -> None:
+    def refresh(self, broker: BrokerCore) -> None:
         """Read the gauges from the broker, read-only, into a new snapshot."""
         s = Snapshot()
         me = broker.node_id
@@ -386,7 +386,7 @@ class BrokerMetrics:
         self._gauges.snapshot = s
 
     @staticmethod
-    def _read_log_dirs(broker: Broker, s: Snapshot) -> None:
+    def _read_log_dirs(broker: BrokerCore, s: Snapshot) -> None:
         logs = broker.logs
         for directory in logs.log_dirs:
             if directory in logs.offline_dirs:
@@ -404,7 +404,7 @@ class BrokerMetrics:
         s.plain["odradek_file_descriptor_refusals"] = warnings.total if warnings else 0
 
     @staticmethod
-    def _read_groups(broker: Broker, s: Snapshot) -> None:
+    def _read_groups(broker: BrokerCore, s: Snapshot) -> None:
         """Lag as kafka-exporter computes it: high watermark minus committed offset, for
         the groups this broker coordinates and the partitions it hosts."""
         groups = getattr(broker, "groups", None)

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.server.configs import ConfigView as ConfigView
+
 if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
     from odradek.coordinator.group import GroupCoordinator
@@ -29,20 +31,6 @@ if TYPE_CHECKING:
     from odradek.server.metrics import BrokerMetrics
     from odradek.server.txn_storage import BrokerTransactions
     from odradek.storage.log_config import LogConfig
-
-
-class ConfigView(Protocol):
-    """The broker's configuration as handlers read it (static and dynamic values)."""
-
-    def __getitem__(self, name: str) -> Any: ...
-
-    def get(self, name: str, default: Any = None) -> Any: ...
-
-    def source(self, name: str) -> str: ...
-
-    def levels(self, name: str) -> dict[str, Any]: ...
-
-    def values(self) -> dict[str, Any]: ...
 
 
 class Replicas(Protocol):

@@ -20,7 +20,7 @@ from odradek.protocol.messages import request_class
 from odradek.replication.channel import BrokerChannel
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.server.core import BrokerCore
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ UNKNOWN = -2
 
 
 class RemoteMarkers:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
         # one connection per leader, one request in flight on it (the channel's rule)
         self._channels: dict[int, tuple[BrokerChannel, asyncio.Lock]] = {}

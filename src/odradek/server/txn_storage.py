@@ -15,8 +15,8 @@ coordinator, which makes the transaction's offsets visible or drops them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from odradek.coordinator.runtime import ReplicaLog
 from odradek.coordinator.txn import (
@@ -34,8 +34,7 @@ from odradek.server.group_storage import (
 from odradek.server.txn_markers import RemoteMarkers, split_by_leader
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
-    from odradek.server.handlers.base import RequestContext
+    from odradek.server.core import BrokerCore
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +54,7 @@ class LocalMarkers:
     """Markers appended by this broker as the leader of each partition, and sent to
     the other partitions' leaders (WriteTxnMarkers) in a cluster."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
         self.remote = RemoteMarkers(broker)
 
@@ -89,7 +88,7 @@ class LocalMarkers:
 class BrokerTransactions:
     """`broker.transactions`: the coordinator and the server's view of it."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
         self.markers = LocalMarkers(broker)
         self.coordinator = TransactionCoordinator(
@@ -123,9 +122,9 @@ class BrokerTransactions:
         """Tell the coordinator which `__transaction_state` partitions we lead now."""
         self.coordinator.follow(led_partitions(self.broker, TRANSACTION_STATE_TOPIC))
 
-    # ---- what handlers/find_coordinator.py and init_producer_id.py call -------------------
+    # ---- what handlers/find_coordinator.py and init_producer_id.py call --------------
 
-    async def find_coordinator(self, ctx: RequestContext, key: str) -> Found:
+    async def find_coordinator(self, listener: str, key: str) -> Found:
         if not key:
             return ErrorCode.invalid_request, "the transactional id is empty", -1, "", -1
         if not await self.ensure_topic():
@@ -138,28 +137,8 @@ class BrokerTransactions:
         if leader is None or leader.fenced:
             return (ErrorCode.coordinator_not_available,
                     f"{TRANSACTION_STATE_TOPIC}-{partition} has no leader", -1, "", -1)
-        host, port = leader.endpoint(ctx.listener)
+        host, port = leader.endpoint(listener)
         return ErrorCode.none, None, leader.node_id, host, port
-
-    def init_producer_id(self, ctx: RequestContext, request: Any) -> Awaitable[Any]:
-        from odradek.server.handlers.base import build, to_ms
-
-        schema = ctx.schema
-        pid = getattr(request, "producer_id", -1)
-        epoch = getattr(request, "producer_epoch", -1)
-
-        async def run() -> Any:
-            if (pid < 0) != (epoch < 0):
-                code, new_pid, new_epoch = ErrorCode.invalid_request, -1, -1
-            else:
-                code, new_pid, new_epoch = await self.coordinator.init_producer_id(
-                    request.transactional_id, to_ms(request.transaction_timeout),
-                    None if pid < 0 else (pid, epoch))
-            return build(schema.InitProducerIdResponse,
-                         error_code=fenced_code(code, ctx.version, 4),
-                         producer_id=new_pid, producer_epoch=new_epoch)
-
-        return run()
 
     def verify_produce(self, transactional_id: str | None, producer_id: int, epoch: int,
                        tp: TopicPartition) -> ErrorCode:

@@ -22,6 +22,7 @@ from kio.static.constants import EntityType
 
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import Message
+from odradek.server.replies import CLOSE_CONNECTION as CLOSE_CONNECTION
 
 if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
@@ -34,11 +35,6 @@ if TYPE_CHECKING:
 HandlerResult = Message | Awaitable[Message | None] | None
 
 
-class _Close:
-    """Returned by a handler to drop the connection instead of answering."""
-
-
-CLOSE_CONNECTION: Any = _Close()
 
 
 @dataclass(frozen=True, slots=True)

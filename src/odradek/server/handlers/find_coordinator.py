@@ -26,7 +26,7 @@ def _not_available(message: str) -> Found:
 
 async def find(ctx: RequestContext, key: str, key_type: int) -> Found:
     if key_type == TRANSACTION:
-        found: Found = await ctx.transactions.find_coordinator(ctx, key)
+        found: Found = await ctx.transactions.find_coordinator(ctx.listener, key)
         return found
     if key_type != GROUP:
         return ErrorCode.invalid_request, f"unknown key type {key_type}", -1, "", -1
