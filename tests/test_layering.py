@@ -25,7 +25,9 @@ PACKAGE = SRC / "odradek"
 BASE = frozenset({"configdef", "home"})
 PROTOCOL = BASE | {"protocol"}
 STORAGE = PROTOCOL | {"storage"}
-CLUSTER = STORAGE | {"cluster"}
+# the broker's property table (names, types, defaults): tools read it without a broker
+PROPERTIES = STORAGE | {"broker_properties"}
+CLUSTER = PROPERTIES | {"cluster"}
 REPLICATION = CLUSTER | {"replication"}
 # the coordinator runtime writes its records with acks=all through the replica manager
 COORDINATOR = REPLICATION | {"coordinator"}
@@ -36,7 +38,7 @@ SERVER = COORDINATOR | SECURITY | {"server"}
 TESTING = SERVER | {"testing"}
 # client apps speak the wire protocol (confluent-kafka, kafka-python, our framing):
 # they may use the sans-IO layers and pure helpers, never a broker's insides
-CLIENT = STORAGE | {"cluster", "security"}
+CLIENT = PROPERTIES | {"cluster", "security"}
 
 ALLOWED: dict[str, frozenset[str]] = {
     "__init__": frozenset(),
@@ -44,6 +46,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "home": frozenset(),
     "protocol": PROTOCOL,
     "storage": STORAGE,
+    "broker_properties": PROPERTIES,
     "cluster": CLUSTER,
     "replication": REPLICATION,
     "coordinator": COORDINATOR,
@@ -71,12 +74,7 @@ COMPOSITION_ROOTS: dict[str, frozenset[str]] = {
 }
 
 # Where the code breaks a rule today. Each entry names the issue that removes it.
-ALLOW_LIST: dict[tuple[str, str], str] = {
-    # advise check reads a server.properties with odradek's defaults, and the broker's
-    # property table (BROKER_CONFIGS) lives in server/config.py: it moves beside
-    # configdef when issue 10's request pipeline reshapes the broker's configuration
-    ("odradek.advice.sources", "odradek.server.config"): "issue 10",
-}
+ALLOW_LIST: dict[tuple[str, str], str] = {}
 
 # the network and the event loop: only the server (and the clients) touch them
 NO_IO = frozenset({"asyncio", "socket", "selectors", "socketserver", "uvloop"})

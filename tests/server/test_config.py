@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from odradek.broker_properties import default_data_dir
 from odradek.configdef import ConfigError
-from odradek.server.config import BrokerConfig, default_data_dir, read_properties
+from odradek.server.config import BrokerConfig, read_properties
 from odradek.storage.log_config import LogConfig
 
 

@@ -50,7 +50,7 @@ def _as_text(value: Any) -> str | None:
 def broker_file(path: Path) -> Settings:
     """A server.properties for `odradek broker`: what it leaves out has odradek's default
     where odradek defines the property (ours are safer than Kafka's), else Kafka's."""
-    from odradek.server.config import BROKER_CONFIGS
+    from odradek.broker_properties import BROKER_CONFIGS
 
     defaults = {}
     for d in BROKER_CONFIGS:

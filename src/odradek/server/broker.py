@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker_properties import BROKER_CONFIGS
 from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
@@ -38,7 +39,7 @@ from odradek.security.sasl.scram import ScramCredential
 from odradek.server import acl_store
 from odradek.server.acceptor import Acceptor, listening_sockets
 from odradek.server.authorization import RequestAuthorizer
-from odradek.server.config import BROKER_CONFIGS, BrokerConfig
+from odradek.server.config import BrokerConfig
 from odradek.server.configs import overrides_as_mapping
 from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.group_storage import (

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.broker_properties import BROKER_CONFIGS
 from odradek.configdef import ConfigError
 from odradek.protocol.errors import InvalidConfig, InvalidRequest, UnknownTopicOrPartition
-from odradek.server.config import BROKER_CONFIGS
 from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
 
 if TYPE_CHECKING:

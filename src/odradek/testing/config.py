@@ -42,8 +42,8 @@ def _text(value: str | int | float | bool) -> str:
 def broker_properties(config: Mapping[str, str | int | float | bool] | None,
                       defaults: Mapping[str, str] = TEST_DEFAULTS) -> dict[str, str]:
     """The properties a test broker starts with; raises TestkitError naming an unknown one."""
+    from odradek.broker_properties import BROKER_CONFIGS
     from odradek.configdef import ConfigError
-    from odradek.server.config import BROKER_CONFIGS
 
     props = dict(defaults)
     for name, value in (config or {}).items():
