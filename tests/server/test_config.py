@@ -139,13 +139,13 @@ def test_connection_limits_are_checked_at_start() -> None:
     assert config["max.connections"] == 100
 
 
-def test_an_authorizer_is_one_of_kafkas_and_not_on_zookeeper_yet() -> None:
+def test_an_authorizer_is_one_of_kafkas_on_either_store() -> None:
     with pytest.raises(ConfigError, match=r"authorizer\.class\.name: com\.example\.Mine"):
         BrokerConfig.load(environ={}, overrides={"authorizer.class.name": "com.example.Mine"})
-    with pytest.raises(ConfigError, match="ZooKeeper"):
-        BrokerConfig.load(environ={}, overrides={
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "zookeeper.connect": "127.0.0.1:2181"})
+    on_zookeeper = BrokerConfig.load(environ={}, overrides={  # ACLs in /kafka-acl
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "zookeeper.connect": "127.0.0.1:2181"})
+    assert on_zookeeper.security_props["authorizer.class.name"].endswith("AclAuthorizer")
     with pytest.raises(ConfigError, match=r"super\.users"):
         BrokerConfig.load(environ={}, overrides={
             "authorizer.class.name": "acl", "super.users": "admin-without-type"})

@@ -465,26 +465,18 @@ class BrokerConfig:
         if authorizer and authorizer not in AUTHORIZERS:
             raise ConfigError(f"authorizer.class.name: {authorizer} is not one this broker "
                               f"runs ({', '.join(AUTHORIZERS)})")
-        if authorizer and self._values.get("zookeeper.connect"):
-            raise ConfigError("authorizer.class.name: ACLs on ZooKeeper (/kafka-acl) are "
-                              "not supported yet")
         if authorizer:
             AclAuthorizer.from_config(self.security_props)  # super.users must parse
         # overrides must resolve, per-listener limits parse, per-ip 0 needs overrides
         ConnectionLimits.from_config(self.__getitem__, self.security_props,
                                      [li.name for li in self.listeners])
         secured = [li.name for li in self.listeners if protocols[li.name] != "PLAINTEXT"]
-        if self._values.get("zookeeper.connect") and secured:
-            if not any(li.name == "PLAINTEXT" for li in self.listeners):
-                raise ConfigError(
-                    f"listeners: a broker on ZooKeeper with {', '.join(secured)} needs a "
-                    "PLAINTEXT listener too: brokers replicate over it (inter-broker "
-                    "security is not supported yet)")
-            for name in self.security_props:
-                if name.endswith("sasl.enabled.mechanisms") and "SCRAM" in \
-                        self.security_props[name].upper():
-                    raise ConfigError(f"{name}: SCRAM on ZooKeeper is not supported yet "
-                                      "(credentials live in the embedded store only)")
+        if self._values.get("zookeeper.connect") and secured and not any(
+                li.name == "PLAINTEXT" for li in self.listeners):
+            raise ConfigError(
+                f"listeners: a broker on ZooKeeper with {', '.join(secured)} needs a "
+                "PLAINTEXT listener too: brokers replicate over it (inter-broker "
+                "security is not supported yet)")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         ReplicaSettings.from_config(self.__getitem__)  # the replica.* combinations
