@@ -77,6 +77,7 @@ class ZkMetadataStore:
     ) -> None:
         self.session = session
         self.local_broker = local_broker
+        self.security_protocols: dict[str, str] = {}  # listener -> protocol, registered
         self.node_id = local_broker.node_id
         self._broker_defaults = broker_defaults
         self._listeners: list[Listener] = []
@@ -155,7 +156,7 @@ class ZkMetadataStore:
         life (killed before its session expired) is waited out, up to the session
         timeout and a margin; a live broker with our id is a configuration error."""
         path = zd.broker_path(self.node_id)
-        data = zd.encode_broker(self.local_broker)
+        data = zd.encode_broker(self.local_broker, self.security_protocols)
         deadline = time.monotonic() + self.session.session_timeout_ms / 1000 * 1.5 + 5
         announced = False
         loop = asyncio.get_running_loop()

@@ -28,6 +28,7 @@ from odradek.home import Home
 from odradek.replication.settings import ReplicaSettings
 from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
 from odradek.security.authorizer import AclAuthorizer
+from odradek.server import inter_broker
 from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.listener_security import listener_security, no_scram
 from odradek.storage.log_config import BROKER_SYNONYMS, TOPIC_CONFIGS
@@ -345,7 +346,8 @@ _REPLICATION_THROTTLES = frozenset({
 # wired into the listeners and the request pipeline so far
 # per listener too (listener.name.<l>.max.connections): connection_limits.py
 _CONNECTION_LIMITS = frozenset({"max.connections", "max.connection.creation.rate"})
-_WIRED = TLS_PROPERTIES | SASL_PROPERTIES | AUTHORIZER_PROPERTIES | _CONNECTION_LIMITS
+_WIRED = (TLS_PROPERTIES | SASL_PROPERTIES | AUTHORIZER_PROPERTIES | _CONNECTION_LIMITS
+          | inter_broker.PROPERTIES)
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                "kafka.security.authorizer.AclAuthorizer", "acl")
 _MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.")
@@ -470,13 +472,11 @@ class BrokerConfig:
         # overrides must resolve, per-listener limits parse, per-ip 0 needs overrides
         ConnectionLimits.from_config(self.__getitem__, self.security_props,
                                      [li.name for li in self.listeners])
-        secured = [li.name for li in self.listeners if protocols[li.name] != "PLAINTEXT"]
-        if self._values.get("zookeeper.connect") and secured and not any(
-                li.name == "PLAINTEXT" for li in self.listeners):
-            raise ConfigError(
-                f"listeners: a broker on ZooKeeper with {', '.join(secured)} needs a "
-                "PLAINTEXT listener too: brokers replicate over it (inter-broker "
-                "security is not supported yet)")
+        # a cluster's brokers reach each other over the inter-broker listener
+        if self._values.get("zookeeper.connect") or any(
+                p in self.security_props for p in inter_broker.PROPERTIES):
+            inter_broker.check(self.security_props,
+                               [li.name for li in self.advertised_listeners], protocols)
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         ReplicaSettings.from_config(self.__getitem__)  # the replica.* combinations
@@ -529,6 +529,10 @@ class BrokerConfig:
 
     def security_protocol(self, listener_name: str) -> str:
         return self.security_protocols[listener_name]
+
+    @property
+    def inter_broker_listener(self) -> str:
+        return inter_broker.listener_name(self.security_props)
 
     @property
     def listeners_raw(self) -> list[str]:

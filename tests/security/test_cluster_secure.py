@@ -1,0 +1,235 @@
+"""A ZooKeeper cluster secured end to end, as Kafka's: three broker processes with only
+SASL_SSL listeners (SCRAM-SHA-512), replicating over that listener with their own
+login (User:admin, a super user), ACLs on, credentials created in ZooKeeper before
+any broker starts (`odradek kafka-configs --zookeeper`, as kafka-configs.sh)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
+from odradek.protocol.messages import request_class
+from odradek.replication.channel import BrokerChannel, ChannelSecurity
+from odradek.security.certs import Bundle, write_bundle
+from odradek.security.sasl.client import ScramClient
+from odradek.security.tls import client_context
+from tests.cluster.harness import Cluster, client_config
+from tests.zk import ZooKeeperProcess, zookeeper  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.timeout(180)
+
+SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+              'username="admin" password="admin-secret";')
+TOPIC = "payments"
+
+
+def broker_settings(bundle: Bundle) -> dict[str, str]:
+    tls = {f"listener.name.sasl_ssl.{k}": v
+           for k, v in bundle.broker_properties("localhost").items() if k != "ssl.client.auth"}
+    return {
+        "inter.broker.listener.name": "SASL_SSL",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": SCRAM_JAAS,
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+        **tls,
+    }
+
+
+def login(bundle: Bundle, user: str, password: str) -> dict[str, Any]:
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": user, "sasl.password": password,
+            "ssl.ca.location": str(bundle.ca_path)}
+
+
+def odradek(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "odradek", *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def secure_cluster(tmp_path_factory: pytest.TempPathFactory,
+                   zookeeper: ZooKeeperProcess) -> Iterator[tuple[Cluster, Bundle]]:  # noqa: F811
+    base = tmp_path_factory.mktemp("secure-cluster")
+    bundle = write_bundle(base / "tls", brokers=["localhost"], users=[])
+    cluster = Cluster(base, size=3, configs=broker_settings(bundle), zookeeper=zookeeper)
+    for b in cluster.brokers.values():
+        b.overrides["listeners"] = f"SASL_SSL://127.0.0.1:{b.port}"
+    cluster.client_settings = login(bundle, "admin", "admin-secret")
+    # the first admin, straight into ZooKeeper before any broker runs
+    made = odradek("kafka-configs", "--zookeeper", cluster.connect, "--alter",
+                   "--add-config", "SCRAM-SHA-512=[iterations=4096,password=admin-secret]",
+                   "--entity-type", "users", "--entity-name", "admin")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.strip() == "Completed updating config for user admin."
+    for b in cluster.brokers.values():
+        b.overrides["zookeeper.connect"] = cluster.connect
+    try:
+        with ThreadPoolExecutor(3) as pool:  # three processes starting at once
+            list(pool.map(cluster.start, cluster.brokers))
+        cluster.wait_formed()
+        yield cluster, bundle
+    finally:
+        cluster.down()
+
+
+def _channel(cluster: Cluster, bundle: Bundle, node_id: int) -> BrokerChannel:
+    """Our own inter-broker channel, as admin, to one chosen broker."""
+    ctx = client_context({"security.protocol": "SASL_SSL",
+                          "ssl.ca.location": str(bundle.ca_path)})
+    security = ChannelSecurity(ctx, lambda: ScramClient("SCRAM-SHA-512", "admin",
+                                                        "admin-secret"), "SASL_SSL")
+    return BrokerChannel("127.0.0.1", cluster.broker(node_id).port, "test", 10.0,
+                         security=security)
+
+
+async def _create_acl_then_wait_everywhere(cluster: Cluster, bundle: Bundle, through: int,
+                                           others: list[int]) -> float:
+    """CreateAcls (alice READ on the topic) through one broker; the seconds until every
+    other broker's authorizer lists it (DescribeAcls answers from its own cache)."""
+    create = request_class(30, 1)
+    creation = sys.modules[create.__module__].AclCreation(
+        resource_type=2, resource_name=TOPIC, resource_pattern_type=3,
+        principal="User:alice", host="*", operation=3, permission_type=3)
+    describe = request_class(29, 1)(
+        resource_type_filter=2, resource_name_filter=TOPIC, pattern_type_filter=3,
+        principal_filter="User:alice", host_filter=None, operation=3, permission_type=3)
+    channels = {n: _channel(cluster, bundle, n) for n in [through, *others]}
+    try:
+        for ch in channels.values():
+            await ch.connect()  # logged in before the clock starts
+        answer = await channels[through].call(30, 1, create(creations=(creation,)))
+        assert [r.error_code for r in answer.results] == [0]
+        created = time.monotonic()
+        pending = set(others)
+        while pending:
+            for n in sorted(pending):
+                found = await channels[n].call(29, 1, describe)
+                if found.resources:
+                    pending.discard(n)
+            assert time.monotonic() - created < 5, f"brokers {pending} never saw the ACL"
+        return time.monotonic() - created
+    finally:
+        for ch in channels.values():
+            ch.close()
+
+
+def test_sasl_ssl_cluster_replicates_and_enforces_acls_from_any_broker(
+        secure_cluster: tuple[Cluster, Bundle]) -> None:
+    cluster, bundle = secure_cluster
+    admin = cluster.admin()
+    # alice's credential through the cluster (AlterUserScramCredentials → ZooKeeper)
+    upsert = UserScramCredentialUpsertion(
+        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret")
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(15)
+    topic = NewTopic(TOPIC, num_partitions=1, replication_factor=-1,
+                     replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "3"})
+    for f in admin.create_topics([topic], operation_timeout=20).values():
+        f.result(30)
+    acls = [AclBinding(ResourceType.TOPIC, TOPIC, ResourcePatternType.LITERAL, "User:alice",
+                       "*", AclOperation.WRITE, AclPermissionType.ALLOW),
+            AclBinding(ResourceType.GROUP, "alice-group", ResourcePatternType.LITERAL,
+                       "User:alice", "*", AclOperation.READ, AclPermissionType.ALLOW)]
+    for f in admin.create_acls(acls).values():
+        f.result(15)
+
+    # acks=all with min.insync.replicas=3: each write is on all three brokers, which
+    # can only be if the followers fetch over SASL_SSL as admin
+    alice = login(bundle, "alice", "alice-secret")
+    producer = Producer(client_config(cluster.bootstrap, acks="all", **alice,
+                                      **{"enable.idempotence": False}))
+    delivered: list[Any] = []
+    for i in range(20):
+        producer.produce(TOPIC, f"v{i}".encode(), on_delivery=lambda e, m: delivered.append(e))
+    assert producer.flush(60) == 0
+    assert delivered == [None] * 20
+    leader, _, isr = cluster.partitions(TOPIC)[0]
+    assert leader == 1 and sorted(isr) == [1, 2, 3]
+    logs = "".join(cluster.logs(n) for n in (2, 3))
+    assert "refused our SASL" not in logs and "CERTIFICATE_VERIFY_FAILED" not in logs
+
+    # alice may write but not read: Kafka's error on consume
+    consumer = Consumer(client_config(cluster.bootstrap, **alice, **{
+        "group.id": "alice-group", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        error = None
+        deadline = time.monotonic() + 20
+        while error is None and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            assert msg is None or msg.error() is not None, "read without READ"
+            if msg is not None and msg.error().code() != KafkaError._PARTITION_EOF:
+                error = msg.error()
+        assert error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        consumer.close()
+
+    # READ added through broker 3 is known to brokers 1 and 2 within a second ...
+    elapsed = asyncio.run(_create_acl_then_wait_everywhere(cluster, bundle, 3, [1, 2]))
+    assert elapsed < 1.0, f"the ACL took {elapsed:.2f}s to reach the other brokers"
+    # ... and the leader (broker 1) lets alice read
+    consumer = Consumer(client_config(cluster.bootstrap, **alice, **{
+        "group.id": "alice-group", "auto.offset.reset": "earliest",
+        "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 20
+        while len(values) < 20 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+        assert values == [f"v{i}".encode() for i in range(20)]
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("overrides,message", [
+    ({"listeners": "INTERNAL://127.0.0.1:0",
+      "listener.security.protocol.map": "INTERNAL:PLAINTEXT"},
+     "inter.broker.listener.name must be a listener name defined in advertised.listeners"),
+    ({"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "SSL"},
+     "Only one of inter.broker.listener.name and security.inter.broker.protocol"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT"},
+     "sasl.mechanism.inter.broker.protocol must be set"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT",
+      "sasl.mechanism.inter.broker.protocol": "PLAIN"},
+     "must be included in sasl.enabled.mechanisms"),
+    ({"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+      "security.inter.broker.protocol": "SASL_PLAINTEXT",
+      "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512"},
+     r"listener\.name\.sasl_plaintext\.scram-sha-512\.sasl\.jaas\.config is needed"),
+])
+def test_a_cluster_broker_refuses_an_inter_broker_listener_it_cannot_use(
+        tmp_path: Path, overrides: dict[str, str], message: str) -> None:
+    from odradek.configdef import ConfigError
+    from odradek.server.config import BrokerConfig
+
+    with pytest.raises(ConfigError, match=message):
+        BrokerConfig.load(environ={}, overrides={
+            "zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path), **overrides})
