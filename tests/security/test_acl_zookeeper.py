@@ -214,3 +214,27 @@ def test_scram_credentials_live_in_config_users_beside_quotas_and_reach_every_br
             "producer_byte_rate": "1024"}
 
     _three_nodes(zookeeper, scenario)
+
+
+def test_change_notifications_older_than_the_expiry_are_purged_oldest_first(
+        zookeeper: ZooKeeperProcess) -> None:  # noqa: F811
+    from odradek.cluster import zk_acls
+    from odradek.cluster.zk_client import ZkSession
+
+    session = ZkSession(f"{zookeeper.connect}/p{uuid.uuid4().hex[:8]}",
+                        session_timeout_ms=10_000, connection_timeout_ms=10_000)
+    session.start()
+    try:
+        root = zk_acls.LITERAL_CHANGES
+        old = [session.create(f"{root}/acl_changes_", b"Topic:t", sequence=True,
+                              makepath=True) for _ in range(2)]
+        old_ctime = max(session.exists(p).ctime for p in old)  # type: ignore[union-attr]
+        while time.time() * 1000 < old_ctime + 10:  # the clock moves past them
+            time.sleep(0.001)
+        young = session.create(f"{root}/acl_changes_", b"Topic:t", sequence=True)
+        now_ms = session.exists(young).ctime  # type: ignore[union-attr]
+        assert zk_acls.purge_expired(session, root, now_ms) == 0  # none is 15 minutes old
+        assert zk_acls.purge_expired(session, root, now_ms, expiration_ms=5) == 2
+        assert session.children(root) == [young.rsplit("/", 1)[1]]
+    finally:
+        session.stop()

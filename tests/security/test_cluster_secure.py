@@ -233,3 +233,45 @@ def test_a_cluster_broker_refuses_an_inter_broker_listener_it_cannot_use(
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.load(environ={}, overrides={
             "zookeeper.connect": "127.0.0.1:2181", "log.dirs": str(tmp_path), **overrides})
+
+
+@pytest.mark.slow
+def test_cluster_up_secure_gives_a_sasl_ssl_cluster_and_the_client_config_for_it(
+        tmp_path: Path) -> None:
+    """`odradek cluster up --secure`: only SASL_SSL, ACLs on; the printed settings and the
+    client.properties file are the admin's way in; a client without a login is not."""
+    import re
+    import signal
+
+    from confluent_kafka.admin import AdminClient
+
+    from tests.conftest import free_port_run
+    from tests.processes import started, stop, wait_for_output
+
+    base = free_port_run(4)
+    log_path = tmp_path / "cluster-up.log"
+    cmd = [sys.executable, "-m", "odradek", "cluster", "up", "--secure", "--brokers", "3",
+           "--data-dir", str(tmp_path / "c"), "--base-port", str(base),
+           "--zookeeper-port", str(base + 3)]
+    with started(cmd, log_path) as proc:
+        bootstrap = wait_for_output(proc, log_path, r"bootstrap\.servers=(\S+)").group(1)
+        properties = Path(wait_for_output(proc, log_path,
+                                          r"client\.properties=(\S+)").group(1))
+        text = log_path.read_text()
+        settings = dict(re.findall(r"^  (\S+?)=(\S+)$", text, re.MULTILINE))
+        assert settings["security.protocol"] == "SASL_SSL"
+        assert "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule" \
+            in properties.read_text()
+        admin = AdminClient(client_config(bootstrap, **settings))
+        for f in admin.create_topics([NewTopic("secure-up", 1, 3)]).values():
+            f.result(30)
+        producer = Producer(client_config(bootstrap, acks="all", **settings))
+        producer.produce("secure-up", b"x")
+        assert producer.flush(30) == 0
+        listed = odradek("acls", "--bootstrap-server", bootstrap, "--command-config",
+                         str(properties), "--list")
+        assert listed.returncode == 0, listed.stderr
+        anonymous = AdminClient(client_config(bootstrap, **{"socket.timeout.ms": 2000}))
+        with pytest.raises(Exception):  # noqa: B017 - a plaintext client gets nowhere
+            anonymous.list_topics(timeout=3)
+        assert stop(proc, signal.SIGINT) == 0

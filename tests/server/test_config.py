@@ -117,7 +117,7 @@ def test_sasl_and_tls_properties_are_kept_for_the_listeners() -> None:
     ("client.quota.callback.class", "com.example.Quotas"),
     ("quota.producer.default", "1024"),  # gone from Kafka since 3.0: a <default> entity
     ("producer.byte.rate", "1024"),
-    ("security.inter.broker.protocol", "SASL_SSL"),
+    ("control.plane.listener.name", "CONTROLLER"),
 ])
 def test_a_security_property_not_honoured_stops_the_start(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name.replace(".", r"\.") + " is not supported"):

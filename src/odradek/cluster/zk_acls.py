@@ -192,6 +192,26 @@ def apply_changes(zk: ZkSession, changes: Mapping[Key, tuple[set[Row], set[Row]]
         zk.create(prefix, value, sequence=True, makepath=True)
 
 
+def purge_expired(zk: ZkSession, root: str, now_ms: int,
+                  expiration_ms: int = CHANGE_EXPIRATION_MS) -> int:
+    """Delete the notifications under `root` older than `expiration_ms`, oldest first
+    (ZkNodeChangeNotificationListener's purge; any broker may do it, a notification
+    another broker deleted first is skipped). How many this call deleted."""
+    deleted = 0
+    for name in sorted(zk.children(root), key=lambda n: (_seq(n), n)):
+        stat = zk.exists(f"{root}/{name}")
+        if stat is None:
+            continue
+        if now_ms - stat.ctime <= expiration_ms:
+            break  # sequential: the rest are younger
+        try:
+            zk.delete(f"{root}/{name}", version=stat.version)
+            deleted += 1
+        except (NoNodeError, BadVersionError):
+            continue
+    return deleted
+
+
 # ---- reading: what a broker keeps ------------------------------------------------------------
 
 class AclCache:

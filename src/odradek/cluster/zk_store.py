@@ -133,6 +133,7 @@ class ZkMetadataStore:
 
         self.session.add_state_listener(on_state)
         await self.refresh_all()
+        self._spawn(self._purge_notifications())
 
     def _seed_cluster_configs(self) -> None:
         found = self.session.get(zd.broker_config_path())
@@ -141,6 +142,19 @@ class ZkMetadataStore:
         if any(name not in current for name in wanted):
             zk_admin.set_configs(self.session, "brokers", zd.DEFAULT_ENTITY,
                                  {**wanted, **current})
+
+    async def _purge_notifications(self, every_s: float = 60.0) -> None:
+        """Kafka's brokers delete change notifications older than 15 minutes; so do we
+        (they are only announcements: the znodes they name hold the state)."""
+        roots = (zk_acls.LITERAL_CHANGES, zk_acls.EXTENDED_CHANGES, zd.CONFIG_CHANGES)
+        while not self._stopping:
+            await asyncio.sleep(every_s)
+            now_ms = int(time.time() * 1000)
+            for root in roots:
+                try:
+                    await self._zk(zk_acls.purge_expired, self.session, root, now_ms)
+                except (KafkaError, NoNodeError) as e:
+                    log.debug("purging %s: %s", root, e)
 
     async def refresh_all(self) -> None:
         self._full = True
