@@ -23,15 +23,13 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourcePatternType,
     ResourceType,
-    ScramCredentialInfo,
     ScramMechanism,
-    UserScramCredentialUpsertion,
 )
 
 from odradek.protocol.messages import request_class
 from odradek.replication.channel import BrokerChannel, ChannelSecurity
 from odradek.security.certs import Bundle, write_bundle
-from odradek.security.sasl.client import ScramClient
+from odradek.security.sasl.client import PlainClient, ScramClient
 from odradek.security.tls import client_context
 from tests.cluster.harness import Cluster, client_config
 from tests.zk import ZooKeeperProcess, zookeeper  # noqa: F401  (fixture)
@@ -40,6 +38,8 @@ pytestmark = pytest.mark.timeout(180)
 
 SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
               'username="admin" password="admin-secret";')
+JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'username="admin" password="admin-secret" user_admin="admin-secret";')
 TOPIC = "payments"
 
 
@@ -61,6 +61,15 @@ def login(bundle: Bundle, user: str, password: str) -> dict[str, Any]:
     return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.username": user, "sasl.password": password,
             "ssl.ca.location": str(bundle.ca_path)}
+
+
+def admin_properties(base: Path, bundle: Bundle) -> Path:
+    """The admin's client.properties in the Java client's names (--command-config)."""
+    path = base / "admin.properties"
+    path.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                    f"sasl.jaas.config={SCRAM_JAAS}\nssl.truststore.type=PEM\n"
+                    f"ssl.truststore.location={bundle.ca_path}\n")
+    return path
 
 
 def odradek(*args: str) -> subprocess.CompletedProcess[str]:
@@ -139,11 +148,16 @@ def test_sasl_ssl_cluster_replicates_and_enforces_acls_from_any_broker(
         secure_cluster: tuple[Cluster, Bundle]) -> None:
     cluster, bundle = secure_cluster
     admin = cluster.admin()
-    # alice's credential through the cluster (AlterUserScramCredentials → ZooKeeper)
-    upsert = UserScramCredentialUpsertion(
-        "alice", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"alice-secret")
-    for f in admin.alter_user_scram_credentials([upsert]).values():
-        f.result(15)
+    # alice's credential through the cluster, as an admin types it (AlterUserScramCredentials
+    # with the admin's own login; the broker writes /config/users/alice)
+    made = odradek("configs", "alter", "--bootstrap-server", cluster.bootstrap,
+                   "--command-config", str(admin_properties(cluster.base, bundle)),
+                   "--entity-type", "users", "--entity-name", "alice",
+                   "--add-config", "SCRAM-SHA-512=[password=alice-secret]")
+    assert made.returncode == 0, made.stderr
+    described = admin.describe_user_scram_credentials(["alice"])["alice"].result(15)
+    assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
+        (ScramMechanism.SCRAM_SHA_512, 4096)]
     topic = NewTopic(TOPIC, num_partitions=1, replication_factor=-1,
                      replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "3"})
     for f in admin.create_topics([topic], operation_timeout=20).values():
@@ -205,6 +219,66 @@ def test_sasl_ssl_cluster_replicates_and_enforces_acls_from_any_broker(
         assert values == [f"v{i}".encode() for i in range(20)]
     finally:
         consumer.close()
+
+
+def test_scram_client_logs_in_to_kafkas_scram_server_and_checks_its_signature() -> None:
+    from odradek.security.sasl.base import SaslFailure
+    from odradek.security.sasl.scram import ScramServer, make_credential
+
+    stored = make_credential("SCRAM-SHA-256", "pw", 4096)
+    for password, ok in (("pw", True), ("wrong", False)):
+        client = ScramClient("SCRAM-SHA-256", "a=b,c", password)
+        server = ScramServer("SCRAM-SHA-256",
+                             lambda user: stored if user == "a=b,c" else None)
+        challenge = server.evaluate(client.first())
+        final = client.evaluate(challenge)
+        if not ok:
+            with pytest.raises(SaslFailure):
+                server.evaluate(final)
+            continue
+        client.evaluate(server.evaluate(final))
+        assert client.complete and server.authorization_id == "a=b,c"
+    forged = ScramClient("SCRAM-SHA-256", "u", "pw")
+    forged.evaluate(f"r={forged.first().decode().rsplit('r=', 1)[1]}xyz,s=c2FsdA==,i=4096"
+                    .encode())
+    with pytest.raises(SaslFailure, match="server signature"):
+        forged.evaluate(b"v=AAAA")
+
+
+def test_the_inter_broker_channel_speaks_tls_with_the_broker_keystore_and_sasl(
+        secured: Any) -> None:
+    """Against one broker with an SSL listener that requires client certificates and a
+    SASL_SSL one with PLAIN: the channel the broker builds from its own properties."""
+    from odradek.replication.channel import ChannelAuthenticationError
+    from odradek.server import inter_broker
+
+    keystore = secured.bundle.broker_properties("localhost")
+    props = {**{f"listener.name.ssl.{k}": v for k, v in keystore.items()},
+             **{f"listener.name.sasl_ssl.{k}": v for k, v in keystore.items()},
+             "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+             "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS_PLAIN}
+    versions = request_class(18, 3)(client_software_name="odradek",
+                                    client_software_version="1")
+
+    async def call(listener: str, security: ChannelSecurity) -> int:
+        ch = BrokerChannel("localhost", secured.ports[listener], "t", 10.0, security=security)
+        try:
+            return int((await ch.call(18, 3, versions)).error_code)
+        finally:
+            ch.close()
+
+    ssl_security = inter_broker.security(props, "SSL", "SSL")
+    assert asyncio.run(call("SSL", ssl_security)) == 0  # the keystore was the client cert
+    no_cert = ChannelSecurity(client_context({"security.protocol": "SSL",
+                                              "ssl.ca.location": str(secured.bundle.ca_path)}))
+    with pytest.raises((OSError, asyncio.IncompleteReadError)):
+        asyncio.run(call("SSL", no_cert))
+    sasl_security = inter_broker.security(props, "SASL_SSL", "SASL_SSL")
+    assert asyncio.run(call("SASL_SSL", sasl_security)) == 0
+    wrong = ChannelSecurity(sasl_security.ssl_context,
+                            lambda: PlainClient("admin", "not-the-password"), "SASL_SSL")
+    with pytest.raises(ChannelAuthenticationError, match="refused our SASL PLAIN login"):
+        asyncio.run(call("SASL_SSL", wrong))
 
 
 @pytest.mark.parametrize("overrides,message", [
