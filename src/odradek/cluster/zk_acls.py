@@ -219,10 +219,15 @@ class AclCache:
 
     def __init__(self) -> None:
         self.by_key: dict[Key, tuple[Row, ...]] = {}
+        self._rows: tuple[Row, ...] | None = ()  # sorted, rebuilt after a change only
         self._seen: dict[str, int | None] = {root: None for root in _CHANGES}
 
     def rows(self) -> tuple[Row, ...]:
-        return tuple(sorted(r for rows in self.by_key.values() for r in rows))
+        """Every row (resources in the order first read); the same tuple until something
+        changes: the image is rebuilt on every metadata change, ACLs rarely among them."""
+        if self._rows is None:
+            self._rows = tuple(r for rows in self.by_key.values() for r in rows)
+        return self._rows
 
     @staticmethod
     def handles(path: str) -> bool:
@@ -255,6 +260,7 @@ class AclCache:
                 types = {upper_name(t) for t in value or ()}
                 for key in [k for k in self.by_key if k[2] == pattern and k[0] not in types]:
                     del self.by_key[key]
+                    self._rows = None
                 return {f"{tree}/{t}" for t in value or () if upper_name(t) in RESOURCE_TYPES}
             if path.startswith(tree + "/"):
                 type_name, _, name = path[len(tree) + 1:].partition("/")
@@ -264,6 +270,7 @@ class AclCache:
                     for key in [k for k in self.by_key
                                 if k[2] == pattern and k[0] == rtype and k[1] not in names]:
                         del self.by_key[key]
+                        self._rows = None
                     return {f"{path}/{n}" for n in names}
                 self._resource((rtype, name, pattern), kind, value)
         return set()
@@ -290,6 +297,7 @@ class AclCache:
         return {resource_path(key)}
 
     def _resource(self, key: Key, kind: str, value: Any) -> None:
+        self._rows = None
         if kind != "data":
             self.by_key.pop(key, None)
             return

@@ -73,6 +73,9 @@ class BrokerChannel:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._framing = ClientFraming(client_id)
+        # KIP-368: a session the other broker will end (connections.max.reauth.ms) is
+        # replaced by a new login before that, at 85% of its lifetime as Kafka's clients
+        self._session_ends: float | None = None
 
     @property
     def connected(self) -> bool:
@@ -106,6 +109,10 @@ class BrokerChannel:
                         f"{answer.error_message or int(answer.error_code)}")
                 token = client.evaluate(bytes(answer.auth_bytes or b""))
                 if client.complete:
+                    lifetime = getattr(answer, "session_lifetime", None)
+                    seconds = lifetime.total_seconds() if lifetime is not None else 0.0
+                    if seconds > 0:
+                        self._session_ends = asyncio.get_running_loop().time() + seconds * 0.85
                     return
         except KafkaError as e:  # the server's answer did not check out
             raise ChannelAuthenticationError(str(e)) from None
@@ -135,11 +142,15 @@ class BrokerChannel:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+        self._session_ends = None
 
     async def call(self, api_key: int, version: int, body: Any,
                    extra_wait_s: float = 0.0) -> Any:
         """Send one request and decode its response; raises OSError-like errors (and
         closes) when the connection breaks or the answer is late."""
+        if self._session_ends is not None and \
+                asyncio.get_running_loop().time() >= self._session_ends:
+            self.close()  # log in again rather than be cut off mid-request
         if not self.connected:
             await self.connect()
         return await self._call(api_key, version, body, extra_wait_s)

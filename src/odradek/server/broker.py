@@ -513,7 +513,8 @@ class Broker:
             if self.logs.cleaner is not None:
                 self.logs.cleaner.wake()  # e.g. cleanup.policy became compact
         elif event == "acls" and self._authorizer is not None:
-            self._load_acls()
+            # in place, by difference: a rebuild of 10,000 ACLs held the loop for a second
+            acl_store.update(self._authorizer, old.acls, new.acls)
         elif event == "client-quotas":
             self._load_quotas()
         elif event == "broker-configs":
