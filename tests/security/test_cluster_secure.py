@@ -349,3 +349,42 @@ def test_cluster_up_secure_gives_a_sasl_ssl_cluster_and_the_client_config_for_it
         with pytest.raises(Exception):  # noqa: B017 - a plaintext client gets nowhere
             anonymous.list_topics(timeout=3)
         assert stop(proc, signal.SIGINT) == 0
+
+
+@pytest.mark.slow
+def test_transactions_commit_across_brokers_over_the_secured_inter_broker_listener(
+        secure_cluster: tuple[Cluster, Bundle]) -> None:
+    """Partitions led by all three brokers: the transaction coordinator's
+    WriteTxnMarkers reach the other two over SASL_SSL, as admin."""
+    cluster, bundle = secure_cluster
+    admin = cluster.admin()
+    topic = NewTopic("ledger", num_partitions=3, replication_factor=-1,
+                     replica_assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    for f in admin.create_topics([topic], operation_timeout=20).values():
+        f.result(30)
+    me = login(bundle, "admin", "admin-secret")
+    producer = Producer(client_config(cluster.bootstrap, **me, **{
+        "transactional.id": "ledger-writer", "transaction.timeout.ms": 20000}))
+    producer.init_transactions(60)
+    for batch, commit in ((0, True), (1, False), (2, True)):
+        producer.begin_transaction()
+        for p in range(3):
+            producer.produce("ledger", f"b{batch}p{p}".encode(), partition=p)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    consumer = Consumer(client_config(cluster.bootstrap, **me, **{
+        "group.id": "ledger-reader", "isolation.level": "read_committed",
+        "enable.auto.commit": False}))
+    try:
+        consumer.assign([TopicPartition("ledger", p, 0) for p in range(3)])
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 30
+        while len(got) < 6 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.add(msg.value())
+        assert got == {f"b{b}p{p}".encode() for b in (0, 2) for p in range(3)}
+    finally:
+        consumer.close()
