@@ -72,6 +72,16 @@ def admin_properties(base: Path, bundle: Bundle) -> Path:
     return path
 
 
+def odradek_here(*args: str) -> Any:
+    """The odradek command, run in this process (a child's start-up costs seconds on a
+    busy machine; `cluster up --secure` below runs the real thing)."""
+    from typer.testing import CliRunner
+
+    from odradek.cli.main import app
+
+    return CliRunner().invoke(app, list(args))
+
+
 def odradek(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "odradek", *args], capture_output=True,
                           text=True, timeout=60)
@@ -82,15 +92,17 @@ def secure_cluster(tmp_path_factory: pytest.TempPathFactory,
                    zookeeper: ZooKeeperProcess) -> Iterator[tuple[Cluster, Bundle]]:  # noqa: F811
     base = tmp_path_factory.mktemp("secure-cluster")
     bundle = write_bundle(base / "tls", brokers=["localhost"], users=[])
-    cluster = Cluster(base, size=3, configs=broker_settings(bundle), zookeeper=zookeeper)
+    small = {"offsets.topic.num.partitions": "3", "transaction.state.log.num.partitions": "3"}
+    cluster = Cluster(base, size=3, configs={**broker_settings(bundle), **small},
+                      zookeeper=zookeeper)
     for b in cluster.brokers.values():
         b.overrides["listeners"] = f"SASL_SSL://127.0.0.1:{b.port}"
     cluster.client_settings = login(bundle, "admin", "admin-secret")
     # the first admin, straight into ZooKeeper before any broker runs
-    made = odradek("kafka-configs", "--zookeeper", cluster.connect, "--alter",
-                   "--add-config", "SCRAM-SHA-512=[iterations=4096,password=admin-secret]",
-                   "--entity-type", "users", "--entity-name", "admin")
-    assert made.returncode == 0, made.stderr
+    made = odradek_here("kafka-configs", "--zookeeper", cluster.connect, "--alter",
+                        "--add-config", "SCRAM-SHA-512=[iterations=4096,password=admin-secret]",
+                        "--entity-type", "users", "--entity-name", "admin")
+    assert made.exit_code == 0, made.output
     assert made.stdout.strip() == "Completed updating config for user admin."
     for b in cluster.brokers.values():
         b.overrides["zookeeper.connect"] = cluster.connect
@@ -150,11 +162,11 @@ def test_sasl_ssl_cluster_replicates_and_enforces_acls_from_any_broker(
     admin = cluster.admin()
     # alice's credential through the cluster, as an admin types it (AlterUserScramCredentials
     # with the admin's own login; the broker writes /config/users/alice)
-    made = odradek("configs", "alter", "--bootstrap-server", cluster.bootstrap,
-                   "--command-config", str(admin_properties(cluster.base, bundle)),
-                   "--entity-type", "users", "--entity-name", "alice",
-                   "--add-config", "SCRAM-SHA-512=[password=alice-secret]")
-    assert made.returncode == 0, made.stderr
+    made = odradek_here("configs", "alter", "--bootstrap-server", cluster.bootstrap,
+                        "--command-config", str(admin_properties(cluster.base, bundle)),
+                        "--entity-type", "users", "--entity-name", "alice",
+                        "--add-config", "SCRAM-SHA-512=[password=alice-secret]")
+    assert made.exit_code == 0, made.output
     described = admin.describe_user_scram_credentials(["alice"])["alice"].result(15)
     assert [(c.mechanism, c.iterations) for c in described.scram_credential_infos] == [
         (ScramMechanism.SCRAM_SHA_512, 4096)]
