@@ -149,7 +149,7 @@ def test_acls_written_through_one_broker_reach_every_broker_in_kafkas_znodes(
              "host": "*"}]}
         assert zk.exists("/kafka-acl-extended/prefixed/Topic/logs-")
         literal = zk.get_children("/kafka-acl-changes")
-        assert [zk.get(f"/kafka-acl-changes/{c}")[0] for c in literal] == [b"Topic:orders"]
+        assert [zk.get(f"/kafka-acl-changes/{c}")[0] for c in literal] == [b"TOPIC:orders"]
         extended = zk.get_children("/kafka-acl-extended-changes")
         assert json.loads(zk.get(f"/kafka-acl-extended-changes/{extended[0]}")[0]) == {
             "version": 1, "resourceType": "TOPIC", "name": "logs-", "patternType": "PREFIXED"}
@@ -168,7 +168,8 @@ def test_acls_written_through_one_broker_reach_every_broker_in_kafkas_znodes(
 
         # kafka-acls.sh in ZooKeeper mode: the znode, then the notification
         zk.set("/kafka-acl/Topic/orders", acl_zk.encode_acls([]))
-        zk.create("/kafka-acl-changes/acl_changes_", b"Topic:orders", sequence=True)
+        zk.create("/kafka-acl-changes/acl_changes_", b"Topic:orders",  # an old tool's form
+                  sequence=True)
         await until(lambda: all(set(n.image.acls) == {ANYONE_READ_LOGS, BOB_GROUP}
                                 for n in nodes), 5, "an outside tool's change")
 

@@ -5,7 +5,7 @@
   `{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
   "operation":"Read","host":"*"}]}`.
 - Every change is announced by a sequential `acl_changes_<seq>` under
-  `/kafka-acl-changes` (value `Topic:name`, literal) or `/kafka-acl-extended-changes`
+  `/kafka-acl-changes` (value `TOPIC:name`, literal) or `/kafka-acl-extended-changes`
   (JSON naming type, name and pattern type). Brokers watch only these two lists and
   re-read the resource a new notification names, as Kafka's brokers do; the tree
   itself is read whole at start and after a reconnect. Notifications older than
@@ -119,7 +119,8 @@ def change_notification(key: Key) -> tuple[str, bytes]:
     """(prefix of the sequential znode, value) announcing a change of `key`."""
     rtype, name, pattern = key
     if pattern == "LITERAL":
-        return f"{LITERAL_CHANGES}/{CHANGE_PREFIX}", f"{pascal(rtype)}:{name}".encode()
+        # the Java enum's toString, TOPIC (paths and entries use SecurityUtils' Topic)
+        return f"{LITERAL_CHANGES}/{CHANGE_PREFIX}", f"{rtype}:{name}".encode()
     event = {"version": 1, "resourceType": rtype, "name": name, "patternType": pattern}
     return f"{EXTENDED_CHANGES}/{CHANGE_PREFIX}", json.dumps(
         event, separators=(",", ":")).encode()
