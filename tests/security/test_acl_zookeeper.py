@@ -239,3 +239,46 @@ def test_change_notifications_older_than_the_expiry_are_purged_oldest_first(
         assert session.children(root) == [young.rsplit("/", 1)[1]]
     finally:
         session.stop()
+
+
+def test_configs_alter_writes_scram_credentials_into_zookeeper_before_any_broker(
+        zookeeper: ZooKeeperProcess) -> None:  # noqa: F811
+    """`odradek configs alter --zookeeper`: the offline way to the first admin."""
+    from typer.testing import CliRunner
+
+    from odradek.cli.main import app
+    from odradek.security.sasl.scram import (
+        ScramCredential,
+        credential_from_salted,
+        salted_password,
+    )
+
+    connect = f"{zookeeper.connect}/s{uuid.uuid4().hex[:8]}"
+    runner = CliRunner()
+    base = ["configs", "alter", "--zookeeper", connect, "--entity-type", "users",
+            "--entity-name", "bob"]
+    done = runner.invoke(app, [*base, "--add-config",
+                               "SCRAM-SHA-256=[iterations=8192,password=pw=d]"])
+    assert done.exit_code == 0, done.output
+    assert "Completed updating config for user bob." in done.output
+    zk = KazooClient(hosts=connect, timeout=10)
+    zk.start(10)
+    try:
+        stored = json.loads(zk.get("/config/users/bob")[0])["config"]["SCRAM-SHA-256"]
+        credential = ScramCredential.parse(stored)  # salted, never the password
+        assert credential.iterations == 8192 and "pw" not in stored
+        assert credential == credential_from_salted(
+            "SCRAM-SHA-256", salted_password("SCRAM-SHA-256", "pw=d", credential.salt, 8192),
+            credential.salt, 8192)
+        changes = zk.get_children("/config/changes")
+        assert len(changes) == 1
+        refused = runner.invoke(app, [*base, "--add-config", "SCRAM-SHA-1=[password=x]"])
+        assert refused.exit_code == 1 and "Invalid SCRAM mechanism" in refused.output
+        refused = runner.invoke(app, [*base, "--add-config", "SCRAM-SHA-256=[password=a,b]"])
+        assert refused.exit_code == 1 and "cannot hold a comma" in refused.output
+        done = runner.invoke(app, [*base, "--delete-config", "SCRAM-SHA-256"])
+        assert done.exit_code == 0, done.output
+        assert json.loads(zk.get("/config/users/bob")[0])["config"] == {}
+    finally:
+        zk.stop()
+        zk.close()

@@ -37,8 +37,10 @@ def parse_upserts(sets: Mapping[str, str]) -> Upserts:
         fields: dict[str, str] = {}
         for part in text.strip().removeprefix("[").removesuffix("]").split(","):
             name, sep, value = part.partition("=")
-            if sep:
-                fields[name.strip()] = value
+            if not sep or name.strip() not in ("iterations", "password"):
+                raise ScramError(f"{key}: expected [password=…] or [iterations=…,password=…] "
+                                 "(a password cannot hold a comma)")
+            fields[name.strip()] = value
         if "password" not in fields:
             raise ScramError(f"{key}: expected [password=…] or [iterations=…,password=…]")
         try:
