@@ -400,3 +400,45 @@ def test_transactions_commit_across_brokers_over_the_secured_inter_broker_listen
         assert got == {f"b{b}p{p}".encode() for b in (0, 2) for p in range(3)}
     finally:
         consumer.close()
+
+
+@pytest.mark.slow
+def test_a_broker_whose_own_login_is_refused_says_so_and_stays_out_of_the_isr(
+        tmp_path: Path, zookeeper: ZooKeeperProcess) -> None:  # noqa: F811
+    """Broker 3 logs in to the others with a wrong password: it cannot replicate,
+    says why in its log, and the leader keeps it out of the ISR (acks=all with
+    min.insync.replicas=2 still works on 1 and 2)."""
+    bundle = write_bundle(tmp_path / "tls", brokers=["localhost"], users=[])
+    wrong = SCRAM_JAAS.replace("admin-secret", "not-the-password")
+    cluster = Cluster(tmp_path, size=3, zookeeper=zookeeper, configs={
+        **broker_settings(bundle), "offsets.topic.num.partitions": "3",
+        "replica.lag.time.max.ms": "3000"},
+        broker_configs={3: {"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": wrong}})
+    for b in cluster.brokers.values():
+        b.overrides["listeners"] = f"SASL_SSL://127.0.0.1:{b.port}"
+        b.overrides["zookeeper.connect"] = cluster.connect
+    cluster.client_settings = login(bundle, "admin", "admin-secret")
+    made = odradek_here("kafka-configs", "--zookeeper", cluster.connect, "--alter",
+                        "--add-config", "SCRAM-SHA-512=[password=admin-secret]",
+                        "--entity-type", "users", "--entity-name", "admin")
+    assert made.exit_code == 0, made.output
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(cluster.start, cluster.brokers))
+        cluster.wait_formed()
+        topic = NewTopic("guarded", num_partitions=1, replication_factor=-1,
+                         replica_assignment=[[1, 2, 3]], config={"min.insync.replicas": "2"})
+        admin = cluster.admin()  # held until the answer: a dropped client cancels it
+        for f in admin.create_topics([topic], operation_timeout=20).values():
+            f.result(30)
+        cluster.wait_for(lambda: "refused our SASL SCRAM-SHA-512 login" in cluster.logs(3),
+                         30, "broker 3 to log its refused login")
+        cluster.wait_for(lambda: sorted(cluster.partitions("guarded")[0][2]) == [1, 2], 30,
+                         "broker 3 to leave the ISR")
+        producer = Producer(client_config(cluster.bootstrap, acks="all",
+                                          **cluster.client_settings))
+        producer.produce("guarded", b"x")
+        assert producer.flush(30) == 0
+        assert "not-the-password" not in "".join(cluster.logs(n) for n in (1, 2, 3))
+    finally:
+        cluster.down()
