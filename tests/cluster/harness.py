@@ -55,6 +55,8 @@ class Cluster:
             **(configs or {}),
         }
         self.brokers: dict[int, BrokerProcess] = {}
+        # librdkafka settings the harness's own clients need (a secured cluster's login)
+        self.client_settings: dict[str, Any] = {}
         for node_id in range(1, size + 1):
             overrides = {"node.id": str(node_id), **common,
                          **(broker_configs or {}).get(node_id, {})}
@@ -152,7 +154,7 @@ class Cluster:
         from confluent_kafka.admin import AdminClient
 
         servers = self.bootstrap if node_id is None else self.brokers[node_id].bootstrap
-        return AdminClient(client_config(servers))
+        return AdminClient(client_config(servers, **self.client_settings))
 
     def describe(self, node_id: int | None = None, timeout: float = 5.0) -> Any:
         """DescribeCluster through one broker: .controller, .nodes, .cluster_id."""

@@ -102,8 +102,14 @@ def test_kafka_configs_users_and_clients(cli_broker: BrokerProcess) -> None:
                     "--entity-default")
     assert shown.stdout.startswith("Quota configs for the default client-id are "
                                    "consumer_byte_rate=8192.0")
+    # SCRAM credentials are ConfigCommand's too (AlterUserScramCredentials); not mixed
+    # with quotas in one --alter
+    done = odradek("kafka-configs", *b, "--alter", "--entity-type", "users", "--entity-name",
+                   "carol", "--add-config", "SCRAM-SHA-512=[iterations=8192,password=x]")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Completed updating config for user carol."
     refused = odradek("kafka-configs", *b, "--alter", "--entity-type", "users", "--entity-name",
-                      "carol", "--add-config", "SCRAM-SHA-512=[password=x]")
+                      "carol", "--add-config", "SCRAM-SHA-512=[password=x],producer_byte_rate=1")
     assert refused.returncode == 1 and "SCRAM-SHA-512" in refused.stderr
     # the entry point a user types
     shown = subprocess.run([sys.executable, "-m", "odradek", "kafka-configs", *b, "--describe",

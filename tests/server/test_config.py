@@ -118,7 +118,7 @@ def test_sasl_and_tls_properties_are_kept_for_the_listeners() -> None:
     ("client.quota.callback.class", "com.example.Quotas"),
     ("quota.producer.default", "1024"),  # gone from Kafka since 3.0: a <default> entity
     ("producer.byte.rate", "1024"),
-    ("security.inter.broker.protocol", "SASL_SSL"),
+    ("control.plane.listener.name", "CONTROLLER"),
 ])
 def test_a_security_property_not_honoured_stops_the_start(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name.replace(".", r"\.") + " is not supported"):
@@ -140,13 +140,13 @@ def test_connection_limits_are_checked_at_start() -> None:
     assert config["max.connections"] == 100
 
 
-def test_an_authorizer_is_one_of_kafkas_and_not_on_zookeeper_yet() -> None:
+def test_an_authorizer_is_one_of_kafkas_on_either_store() -> None:
     with pytest.raises(ConfigError, match=r"authorizer\.class\.name: com\.example\.Mine"):
         BrokerConfig.load(environ={}, overrides={"authorizer.class.name": "com.example.Mine"})
-    with pytest.raises(ConfigError, match="ZooKeeper"):
-        BrokerConfig.load(environ={}, overrides={
-            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-            "zookeeper.connect": "127.0.0.1:2181"})
+    on_zookeeper = BrokerConfig.load(environ={}, overrides={  # ACLs in /kafka-acl
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "zookeeper.connect": "127.0.0.1:2181"})
+    assert on_zookeeper.security_props["authorizer.class.name"].endswith("AclAuthorizer")
     with pytest.raises(ConfigError, match=r"super\.users"):
         BrokerConfig.load(environ={}, overrides={
             "authorizer.class.name": "acl", "super.users": "admin-without-type"})

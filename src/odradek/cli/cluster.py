@@ -6,6 +6,9 @@ package with its data next to the brokers'. Each broker's output goes to
 <data-dir>/broker-<id>.log. The internal topics and new topics get replication
 factor min(3, N). Ctrl-C stops the brokers (cleanly, so leadership moves at once),
 then the ZooKeeper it started.
+
+With --secure the brokers listen on SASL_SSL only, with ACLs, and the command prints
+the client.properties to use (cli/cluster_secure.py).
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ def up(
     override: list[str] | None = typer.Option(None, "--override",
                                               help="property=value for every broker"),
     log_level: str = typer.Option("INFO", "--log-level"),
+    secure: bool = typer.Option(
+        False, "--secure", help="SASL_SSL only (SCRAM-SHA-512, a local CA), ACLs on, an "
+        "admin user; prints the client.properties to use"),
 ) -> None:
     """Start N brokers on ZooKeeper and print the bootstrap servers; Ctrl-C stops all."""
     from odradek.cluster.local_zookeeper import ZooKeeperProcess, zookeeper_available
@@ -86,10 +92,21 @@ def up(
                 fail(f"ZooKeeper did not start: {e}")
             zookeeper = zk.connect
             console.print(f"ZooKeeper on {zookeeper} (data in {data_dir / 'zookeeper'})")
+        setup = None
+        if secure:
+            from odradek.cli import cluster_secure, scram_users
+
+            try:
+                setup = cluster_secure.prepare(data_dir, zookeeper)
+            except scram_users.ScramError as e:
+                fail(str(e))
+            extra = {**setup.broker_properties, **extra}
         for node_id, port in ports.items():
             if _serving(port):
                 fail(f"port {port} is in use: choose another --base-port")
             props = broker_properties(node_id, port, data_dir, zookeeper, brokers, extra)
+            if secure:
+                props["listeners"] = f"SASL_SSL://127.0.0.1:{port}"
             cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", log_level]
             for k, v in props.items():
                 cmd += ["--override", f"{k}={v}"]
@@ -111,6 +128,13 @@ def up(
         bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports.values())
         console.print(f"{brokers} brokers up on ZooKeeper {zookeeper}; logs in {data_dir}")
         print(f"bootstrap.servers={bootstrap}", flush=True)
+        if setup is not None:
+            console.print("SASL_SSL only, ACLs on; user admin (a super user). Tools: "
+                          f"--command-config {setup.client_properties}")
+            console.print("confluent-kafka / librdkafka settings:")
+            for key, value in setup.librdkafka.items():
+                print(f"  {key}={value}", flush=True)
+            print(f"client.properties={setup.client_properties}", flush=True)
         console.print("Ctrl-C stops the cluster")
         while all(p.poll() is None for p in procs.values()):
             time.sleep(0.5)

@@ -1,8 +1,12 @@
-"""`odradek configs`: describe and alter topic and broker configs, and client quotas
-of users and client ids (kafka-configs.sh: --entity-type users|clients)."""
+"""`odradek configs`: describe and alter topic and broker configs, client quotas of
+users and client ids (kafka-configs.sh: --entity-type users|clients), and users' SCRAM
+credentials (`--add-config 'SCRAM-SHA-512=[password=…]'`; with --zookeeper, offline,
+before any broker runs)."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -111,12 +115,25 @@ def alter(
                                                 help="k=v[,k=v]; repeatable"),
     delete_config: list[str] | None = typer.Option(None, "--delete-config",
                                                    help="name[,name]; repeatable"),
+    zookeeper: str | None = typer.Option(
+        None, "--zookeeper", help="SCRAM credentials only: write them to this ZooKeeper "
+        "(host:port[/chroot]) directly, e.g. the first admin before the brokers start"),
+    command_config: Path | None = typer.Option(
+        None, "--command-config", help="Client properties (security settings) for SCRAM"),
     bootstrap: str = BootstrapOption,
 ) -> None:
     """Set or delete configs, leaving the others as they are."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
 
     with reported():
+        if any(s.strip().upper().startswith("SCRAM-")
+               for item in [*(add_config or []), *(delete_config or [])]
+               for s in _SPLIT.split(item)):
+            _alter_scram(entity_type, entity_name, add_config, delete_config, zookeeper,
+                         command_config, bootstrap)
+            return
+        if zookeeper is not None:
+            fail("--zookeeper is only for SCRAM credentials of users")
         sets = parse_pairs(add_config)
         deletes = [n.strip() for item in delete_config or [] for n in item.split(",") if n.strip()]
         if not sets and not deletes:
@@ -133,6 +150,43 @@ def alter(
         client = admin(bootstrap)
         client.incremental_alter_configs([res])[res].result(TIMEOUT_S)
         console.print(f"Completed updating config for {'topic ' + topic if topic else 'broker'}.")
+
+
+_SPLIT = re.compile(r",(?=[^\]]*(?:\[|$))")  # commas outside [...]
+
+
+def _alter_scram(types: list[str] | None, names: list[str] | None, adds: list[str] | None,
+                 deletes: list[str] | None, zookeeper: str | None, command_config: Path | None,
+                 bootstrap: str) -> None:
+    from odradek.cli import scram_users
+    from odradek.cli.common import client_config
+    from odradek.cli.console import read_client_config
+
+    if types != ["users"] or not names or len(names) != 1:
+        fail("SCRAM credentials belong to one user: --entity-type users --entity-name NAME")
+    sets: dict[str, str] = {}
+    for item in adds or []:
+        for pair in _SPLIT.split(item):
+            key, sep, value = pair.partition("=")
+            if not sep:
+                fail(f"invalid config '{pair}': expected key=value")
+            sets[key.strip()] = value.strip()
+    keys = [k.strip() for item in deletes or [] for k in item.split(",") if k.strip()]
+    if not all(scram_users.is_scram(k) for k in [*sets, *keys]):
+        fail("alter SCRAM credentials apart from quotas (one alter for each)")
+    try:
+        upserts = scram_users.parse_upserts(sets)
+        removed = scram_users.parse_deletes(keys)
+        if zookeeper is not None:
+            scram_users.alter_offline(zookeeper, names[0], upserts, removed)
+        else:
+            conf = client_config(bootstrap)
+            if command_config is not None:
+                conf = {**read_client_config(command_config), **conf}
+            scram_users.alter_online(conf, names[0], upserts, removed)
+    except scram_users.ScramError as e:
+        fail(str(e))
+    console.print(f"Completed updating config for user {names[0]}.")
 
 
 def _alter_quotas(bootstrap: str, types: list[str], names: list[str], sets: dict[str, str],

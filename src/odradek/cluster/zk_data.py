@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.cluster import zk_acls
 from odradek.cluster.metadata import BrokerInfo
 
 # ---- paths -----------------------------------------------------------------------------
@@ -60,6 +61,7 @@ PERSISTENT_PATHS = (
     SEQID,
     "/cluster",
     PRODUCER_ID_BLOCK,
+    *zk_acls.PATHS,  # KafkaZkClient.createAclPaths
 )
 
 NO_LEADER = -1

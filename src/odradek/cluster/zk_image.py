@@ -84,6 +84,10 @@ def diff_events(old: MetadataImage, new: MetadataImage) -> list[tuple[str, str]]
         events.append(("broker-configs", ""))
     if old.client_quotas != new.client_quotas:
         events.append(("client-quotas", ""))
+    if old.user_configs != new.user_configs:
+        events.append(("user-configs", ""))
+    if old.acls != new.acls:
+        events.append(("acls", ""))
     if old.brokers != new.brokers:
         events.append(("brokers", ""))
     if old.controller_id != new.controller_id:

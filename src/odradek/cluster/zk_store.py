@@ -39,7 +39,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from odradek.cluster import topic_rules as rules
-from odradek.cluster import zk_admin
+from odradek.cluster import zk_acls, zk_admin
 from odradek.cluster import zk_data as zd
 from odradek.cluster.controller import Listener, new_cluster_configs
 from odradek.cluster.metadata import (
@@ -63,7 +63,8 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
 _ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.CONFIG_USERS,
-          zd.CONFIG_CLIENTS)
+          zd.CONFIG_CLIENTS, zk_acls.LITERAL_CHANGES, zk_acls.EXTENDED_CHANGES)
+SCRAM_PREFIX = "SCRAM-"  # a user's SCRAM credentials share its /config/users znode
 
 
 class ZkMetadataStore:
@@ -76,6 +77,7 @@ class ZkMetadataStore:
     ) -> None:
         self.session = session
         self.local_broker = local_broker
+        self.security_protocols: dict[str, str] = {}  # listener -> protocol, registered
         self.node_id = local_broker.node_id
         self._broker_defaults = broker_defaults
         self._listeners: list[Listener] = []
@@ -88,6 +90,7 @@ class ZkMetadataStore:
         self._broker_configs: dict[str, str] = {}
         # /config/users/<u>[/clients/<c>] and /config/clients/<c>: {path: config}
         self._entity_configs: dict[str, dict[str, str]] = {}
+        self._acls = zk_acls.AclCache()  # /kafka-acl*, followed through its notifications
         self._controller_id = -1
         self._deleting: set[str] = set()
         # refreshing
@@ -130,6 +133,7 @@ class ZkMetadataStore:
 
         self.session.add_state_listener(on_state)
         await self.refresh_all()
+        self._spawn(self._purge_notifications())
 
     def _seed_cluster_configs(self) -> None:
         found = self.session.get(zd.broker_config_path())
@@ -138,6 +142,19 @@ class ZkMetadataStore:
         if any(name not in current for name in wanted):
             zk_admin.set_configs(self.session, "brokers", zd.DEFAULT_ENTITY,
                                  {**wanted, **current})
+
+    async def _purge_notifications(self, every_s: float = 60.0) -> None:
+        """Kafka's brokers delete change notifications older than 15 minutes; so do we
+        (they are only announcements: the znodes they name hold the state)."""
+        roots = (zk_acls.LITERAL_CHANGES, zk_acls.EXTENDED_CHANGES, zd.CONFIG_CHANGES)
+        while not self._stopping:
+            await asyncio.sleep(every_s)
+            now_ms = int(time.time() * 1000)
+            for root in roots:
+                try:
+                    await self._zk(zk_acls.purge_expired, self.session, root, now_ms)
+                except (KafkaError, NoNodeError) as e:
+                    log.debug("purging %s: %s", root, e)
 
     async def refresh_all(self) -> None:
         self._full = True
@@ -153,7 +170,7 @@ class ZkMetadataStore:
         life (killed before its session expired) is waited out, up to the session
         timeout and a margin; a live broker with our id is a configuration error."""
         path = zd.broker_path(self.node_id)
-        data = zd.encode_broker(self.local_broker)
+        data = zd.encode_broker(self.local_broker, self.security_protocols)
         deadline = time.monotonic() + self.session.session_timeout_ms / 1000 * 1.5 + 5
         announced = False
         loop = asyncio.get_running_loop()
@@ -294,7 +311,10 @@ class ZkMetadataStore:
 
     async def _read_async(self, path: str) -> ReadResult:
         assert self._loop is not None
-        zk, loop, watch = self.session, self._loop, self._on_watch
+        zk, loop = self.session, self._loop
+        watch = None if zk_acls.AclCache.handles(path) else self._on_watch
+        if zk_acls.AclCache.watched(path):
+            watch = self._on_watch
         try:
             if _is_children_path(path):
                 names = await zk.run_async(zk.client.get_children_async(path, watch=watch), loop)
@@ -302,6 +322,8 @@ class ZkMetadataStore:
             data, stat = await zk.run_async(zk.client.get_async(path, watch=watch), loop)
             return "data", bytes(data or b""), stat
         except NoNodeError:
+            if watch is None:
+                return "none", None, None
             stat = await zk.run_async(zk.client.exists_async(path, watch=watch), loop)
             if stat is not None:
                 return await self._read_async(path)  # created in between
@@ -316,6 +338,8 @@ class ZkMetadataStore:
         kind, value, stat = result
         parts = path.strip("/").split("/")
         follow: set[str] = set()
+        if zk_acls.AclCache.handles(path):
+            return self._acls.apply(path, kind, value, self._full)
         if path == zd.BROKER_IDS:
             ids = {int(n) for n in value or () if n.isdigit()}
             for gone in set(self._brokers) - ids:
@@ -395,8 +419,19 @@ class ZkMetadataStore:
         image = build_image(self.image.cluster_id, self._brokers, self._topics, self._states,
                             self._topic_configs, self._broker_configs, self._controller_id,
                             fenced_node=self.node_id if self.fenced else None)
-        quotas = {p: dict(c) for p, c in self._entity_configs.items() if c}
-        return replace(image, client_quotas=quotas) if quotas else image
+        quotas: dict[str, dict[str, str]] = {}
+        users: dict[str, dict[str, str]] = {}
+        for path, config in self._entity_configs.items():
+            quota = {k: v for k, v in config.items() if not k.startswith(SCRAM_PREFIX)}
+            if quota:
+                quotas[path] = quota
+            user = path.removeprefix(zd.CONFIG_USERS + "/")
+            if path.startswith(zd.CONFIG_USERS + "/") and "/" not in user:
+                scram = {k: v for k, v in config.items() if k.startswith(SCRAM_PREFIX)}
+                if scram:
+                    users[user] = scram
+        return replace(image, client_quotas=quotas, user_configs=users,
+                       acls=self._acls.rows())
 
     def _publish(self) -> None:
         old, new = self.image, self._build()
@@ -533,9 +568,11 @@ class ZkMetadataStore:
         await self._read_back([zd.broker_config_path()])
 
     async def alter_user_config(self, user: str, key: str, value: str | None) -> None:
-        # /config/users is not read by brokers on ZooKeeper yet: refused, never ignored
-        raise KafkaError("SCRAM credentials are not supported with zookeeper.connect yet",
-                         ErrorCode.unsupported_version)
+        """A SCRAM credential into /config/users/<user> beside the user's quotas, with
+        Kafka's /config/changes notification; every broker watches the znode."""
+        path = f"{zd.CONFIG_USERS}/{user}"
+        await self._zk(zk_admin.alter_entity_configs, self.session, path, {key: value})
+        await self._read_back([path, zd.CONFIG_USERS])
 
     async def alter_client_quotas(
             self, changes: Sequence[tuple[str, str, str | None]]) -> None:
@@ -554,9 +591,17 @@ class ZkMetadataStore:
                          "yet", ErrorCode.invalid_request)
 
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
-        # /kafka-acl is not wired yet: the broker refuses an authorizer on ZooKeeper
-        raise KafkaError("ACLs are not supported with zookeeper.connect yet",
-                         ErrorCode.security_disabled)
+        """What changed from our image, resource by resource, into Kafka's /kafka-acl
+        znodes with their notifications (each resource merged with what is stored, so
+        changes made through other brokers meanwhile are kept)."""
+        changes = zk_acls.changes_between(self.image.acls, acls)
+        if not changes:
+            return
+        try:
+            await self._zk(zk_acls.apply_changes, self.session, changes)
+        except zk_acls.AclZnodeError as e:
+            raise KafkaError(str(e), ErrorCode.invalid_request) from None
+        await self._read_back([zk_acls.resource_path(k) for k in changes])
 
     async def allocate_producer_id(self) -> int:
         """From a block of 1000 this broker claimed in /latest_producer_id_block."""
@@ -656,6 +701,8 @@ class ZkMetadataStore:
 
 
 def _is_children_path(path: str) -> bool:
+    if zk_acls.AclCache.handles(path):
+        return zk_acls.AclCache.is_children(path)
     if path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS, zd.CONFIG_USERS,
                 zd.CONFIG_CLIENTS):
         return True

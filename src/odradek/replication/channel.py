@@ -1,9 +1,14 @@
-"""A follower's connection to a leader: Kafka requests over one TCP stream.
+"""A broker's connection to another broker: Kafka requests over one TCP stream.
 
 One request in flight at a time (a fetcher waits for each answer before the next), so
 responses are matched by order and checked by correlation id. The framing is
 protocol/client_framing.py's (requests built with kio; responses decoded by kio, whose
 native reader hands the records out as bytes without looking inside them).
+
+Over the inter-broker listener the channel speaks what that listener wants: TLS with
+the broker's own context (truststore to verify, keystore as the client certificate)
+and SASL (SaslHandshake v1, then SaslAuthenticate rounds) with a client the broker
+made from its own login, before the first request.
 """
 
 from __future__ import annotations
@@ -11,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from typing import Any
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from odradek.protocol.client_framing import (
     SIZE_PREFIX,
@@ -20,11 +28,43 @@ from odradek.protocol.client_framing import (
     decode_response,
     frame_size,
 )
+from odradek.protocol.errors import KafkaError
+from odradek.protocol.messages import request_class
+
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
+HANDSHAKE_VERSION, AUTHENTICATE_VERSION = 1, 1
+
+
+class SaslClient(Protocol):
+    """One login's client side (odradek.security.sasl.client)."""
+
+    mechanism: str
+    complete: bool
+
+    def first(self) -> bytes: ...
+
+    def evaluate(self, challenge: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class ChannelSecurity:
+    """How to reach other brokers: TLS context (None: plain TCP) and a SASL login
+    (None: no SASL); the broker builds it from its inter-broker listener's settings."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl: Callable[[], SaslClient] | None = None
+    listener: str = "PLAINTEXT"
+
+
+class ChannelAuthenticationError(ConnectionError):
+    """The other broker refused our login (retried as any broken connection is)."""
 
 
 class BrokerChannel:
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
-                 receive_buffer_bytes: int = -1) -> None:
+                 receive_buffer_bytes: int = -1, security: ChannelSecurity | None = None
+                 ) -> None:
+        self.security = security or ChannelSecurity()
         self.receive_buffer_bytes = receive_buffer_bytes  # -1: the OS's (autotuned)
         self.host = host
         self.port = port
@@ -33,6 +73,9 @@ class BrokerChannel:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._framing = ClientFraming(client_id)
+        # KIP-368: a session the other broker will end (connections.max.reauth.ms) is
+        # replaced by a new login before that, at 85% of its lifetime as Kafka's clients
+        self._session_ends: float | None = None
 
     @property
     def connected(self) -> bool:
@@ -40,10 +83,46 @@ class BrokerChannel:
 
     async def connect(self) -> None:
         self._reader, self._writer = await asyncio.wait_for(self._open(), self.timeout_s)
+        if self.security.sasl is not None:
+            try:
+                await asyncio.wait_for(self._authenticate(self.security.sasl()), self.timeout_s)
+            except BaseException:
+                self.close()
+                raise
+
+    async def _authenticate(self, client: SaslClient) -> None:
+        handshake = await self._call(SASL_HANDSHAKE, HANDSHAKE_VERSION, request_class(
+            SASL_HANDSHAKE, HANDSHAKE_VERSION)(mechanism=client.mechanism))
+        if handshake.error_code:
+            raise ChannelAuthenticationError(
+                f"{self.host}:{self.port} does not take SASL {client.mechanism} (error "
+                f"{int(handshake.error_code)}; it offers {list(handshake.mechanisms)})")
+        authenticate = request_class(SASL_AUTHENTICATE, AUTHENTICATE_VERSION)
+        try:
+            token = client.first()
+            while True:
+                answer = await self._call(SASL_AUTHENTICATE, AUTHENTICATE_VERSION,
+                                          authenticate(auth_bytes=token))
+                if answer.error_code:
+                    raise ChannelAuthenticationError(
+                        f"{self.host}:{self.port} refused our SASL {client.mechanism} login: "
+                        f"{answer.error_message or int(answer.error_code)}")
+                token = client.evaluate(bytes(answer.auth_bytes or b""))
+                if client.complete:
+                    lifetime = getattr(answer, "session_lifetime", None)
+                    seconds = lifetime.total_seconds() if lifetime is not None else 0.0
+                    if seconds > 0:
+                        self._session_ends = asyncio.get_running_loop().time() + seconds * 0.85
+                    return
+        except KafkaError as e:  # the server's answer did not check out
+            raise ChannelAuthenticationError(str(e)) from None
 
     async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        tls: dict[str, Any] = {}
+        if self.security.ssl_context is not None:
+            tls = {"ssl": self.security.ssl_context, "server_hostname": self.host}
         if self.receive_buffer_bytes <= 0:
-            return await asyncio.open_connection(self.host, self.port, limit=1 << 20)
+            return await asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls)
         # SO_RCVBUF before connecting, so that the window it implies is negotiated
         loop = asyncio.get_running_loop()
         family, kind, proto, _, address = (await loop.getaddrinfo(
@@ -53,7 +132,7 @@ class BrokerChannel:
             sock.setblocking(False)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
             await loop.sock_connect(sock, address)
-            return await asyncio.open_connection(sock=sock, limit=1 << 20)
+            return await asyncio.open_connection(sock=sock, limit=1 << 20, **tls)
         except BaseException:
             with contextlib.suppress(OSError):
                 sock.close()
@@ -63,13 +142,21 @@ class BrokerChannel:
         if self._writer is not None:
             self._writer.close()
         self._reader = self._writer = None
+        self._session_ends = None
 
     async def call(self, api_key: int, version: int, body: Any,
                    extra_wait_s: float = 0.0) -> Any:
         """Send one request and decode its response; raises OSError-like errors (and
         closes) when the connection breaks or the answer is late."""
+        if self._session_ends is not None and \
+                asyncio.get_running_loop().time() >= self._session_ends:
+            self.close()  # log in again rather than be cut off mid-request
         if not self.connected:
             await self.connect()
+        return await self._call(api_key, version, body, extra_wait_s)
+
+    async def _call(self, api_key: int, version: int, body: Any,
+                    extra_wait_s: float = 0.0) -> Any:
         assert self._reader is not None and self._writer is not None
         correlation_id, request = self._framing.request(api_key, version, body)
         try:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.messages import request_class
-from odradek.replication.channel import BrokerChannel
+from odradek.replication.channel import BrokerChannel, ChannelSecurity
 from odradek.storage.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 if TYPE_CHECKING:
@@ -180,7 +180,8 @@ class ReplicaFetcher:
             settings = self.manager.settings
             ch = self._channel = BrokerChannel(
                 endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.node_id}",
-                settings.socket_timeout_ms / 1000, settings.socket_receive_buffer_bytes)
+                settings.socket_timeout_ms / 1000, settings.socket_receive_buffer_bytes,
+                self.manager.channel_security)
         return ch
 
     def _close(self) -> None:
@@ -440,6 +441,7 @@ class FetcherManager:
         self._settings = settings
         self.partitions = partitions
         self.endpoint = endpoint
+        self.channel_security = ChannelSecurity()  # the inter-broker listener's
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import KafkaError, NotLeaderOrFollower, UnknownTopicOrPartition
+from odradek.replication.channel import ChannelSecurity
 from odradek.replication.fetch_session import FetchSessionCache, ReplicaFetchSession, SessionKey
 from odradek.replication.fetcher import FetcherManager
 from odradek.replication.partition import FollowerState, Partition, now_ms
@@ -87,6 +88,8 @@ class ReplicaManager:
         self._isr_check: asyncio.Task[None] | None = None
         self._hw_checkpoint: asyncio.Task[None] | None = None
         self._listener: str | None = None
+        # the inter-broker listener and how to connect over it (set by the broker)
+        self.channel_security = ChannelSecurity()
         # followers' incremental fetch sessions (KIP-227), and when each follower last
         # fetched in one (it fetches every partition of its session each time)
         self.fetch_sessions = FetchSessionCache()
@@ -107,7 +110,9 @@ class ReplicaManager:
         self._image = image
         me = image.brokers.get(self.node_id)
         if me is not None and me.listeners:
-            self._listener = me.listeners[0][0]
+            listeners = {name for name, _, _ in me.listeners}
+            wanted = self.channel_security.listener
+            self._listener = wanted if wanted in listeners else me.listeners[0][0]
         hosted: set[tuple[str, int]] = set()
         for topic in image.topics.values():
             for info in topic.partitions:
@@ -174,6 +179,7 @@ class ReplicaManager:
         if self._fetchers is None:
             self._fetchers = FetcherManager(self.node_id, lambda: self.settings,
                                             self.partitions, self._endpoint)
+            self._fetchers.channel_security = self.channel_security
         return self._fetchers
 
     def _eligible_for_isr(self, broker: int) -> bool:

@@ -14,6 +14,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from odradek.cluster.zk_acls import (
+    CHANGE_PREFIX,
+    EXTENDED_CHANGES,
+    EXTENDED_ROOT,
+    LITERAL_CHANGES,
+    LITERAL_ROOT,
+)
+from odradek.cluster.zk_acls import ZNODE_VERSION as ACL_ZNODE_VERSION
 from odradek.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -25,12 +33,8 @@ from odradek.security.acl import (
 )
 from odradek.security.principal import KafkaPrincipal
 
-LITERAL_ROOT = "/kafka-acl"
-EXTENDED_ROOT = "/kafka-acl-extended"
-LITERAL_CHANGES = "/kafka-acl-changes"
-EXTENDED_CHANGES = "/kafka-acl-extended-changes"
-CHANGE_PREFIX = "acl_changes_"
-ACL_ZNODE_VERSION = 1
+__all__ = ["CHANGE_PREFIX", "EXTENDED_CHANGES", "EXTENDED_ROOT", "LITERAL_CHANGES",
+           "LITERAL_ROOT"]
 
 
 class AclZnodeError(ValueError):

@@ -1,8 +1,10 @@
 """ACLs between the wire, the authorizer and the metadata store: one place converts
-them, and applies a change to the stored set (the authorizer is rebuilt from it)."""
+them, and applies a change to the stored set (the authorizer is built from it at
+start, then follows each change in place)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -14,12 +16,15 @@ from odradek.security.acl import (
     AclBindingFilter,
     AclOperation,
     AclPermissionType,
+    InvalidAcl,
     PatternType,
     ResourcePattern,
     ResourcePatternFilter,
     ResourceType,
 )
 from odradek.security.authorizer import AclAuthorizer
+
+log = logging.getLogger(__name__)
 
 Stored = tuple[str, ...]
 
@@ -43,6 +48,18 @@ def load(authorizer: AclAuthorizer, rows: Iterable[Stored]) -> AclAuthorizer:
                           authorizer.no_acl_rule.label == "DefaultAllow")
     fresh.create_acls([from_stored(r) for r in rows])
     return fresh
+
+
+def update(authorizer: AclAuthorizer, old: Iterable[Stored], new: Iterable[Stored]) -> None:
+    """Apply what changed between two stored sets to a live authorizer, in place."""
+    before, after = set(old), set(new)
+    for row in before - after:
+        authorizer.remove(from_stored(row))
+    for row in after - before:
+        try:
+            authorizer.add(from_stored(row))
+        except (InvalidAcl, KeyError, ValueError) as e:  # written badly by another tool
+            log.warning("ignoring stored ACL %s: %s", row, e)
 
 
 def binding_of(c: Any) -> AclBinding:

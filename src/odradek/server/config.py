@@ -28,6 +28,7 @@ from odradek.configdef import (
 from odradek.replication.settings import ReplicaSettings
 from odradek.security import AUTHORIZER_PROPERTIES, SASL_PROPERTIES, TLS_PROPERTIES
 from odradek.security.authorizer import AclAuthorizer
+from odradek.server import inter_broker
 from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.listener_security import listener_security, no_scram
 
@@ -66,7 +67,8 @@ _REPLICATION_THROTTLES = frozenset({
 # wired into the listeners and the request pipeline so far
 # per listener too (listener.name.<l>.max.connections): connection_limits.py
 _CONNECTION_LIMITS = frozenset({"max.connections", "max.connection.creation.rate"})
-_WIRED = TLS_PROPERTIES | SASL_PROPERTIES | AUTHORIZER_PROPERTIES | _CONNECTION_LIMITS
+_WIRED = (TLS_PROPERTIES | SASL_PROPERTIES | AUTHORIZER_PROPERTIES | _CONNECTION_LIMITS
+          | inter_broker.PROPERTIES)
 AUTHORIZERS = ("org.apache.kafka.metadata.authorizer.StandardAuthorizer",
                "kafka.security.authorizer.AclAuthorizer", "acl")
 _MECHANISMS = ("plain.", "scram-sha-256.", "scram-sha-512.", "oauthbearer.")
@@ -186,26 +188,16 @@ class BrokerConfig:
         if authorizer and authorizer not in AUTHORIZERS:
             raise ConfigError(f"authorizer.class.name: {authorizer} is not one this broker "
                               f"runs ({', '.join(AUTHORIZERS)})")
-        if authorizer and self._values.get("zookeeper.connect"):
-            raise ConfigError("authorizer.class.name: ACLs on ZooKeeper (/kafka-acl) are "
-                              "not supported yet")
         if authorizer:
             AclAuthorizer.from_config(self.security_props)  # super.users must parse
         # overrides must resolve, per-listener limits parse, per-ip 0 needs overrides
         ConnectionLimits.from_config(self.__getitem__, self.security_props,
                                      [li.name for li in self.listeners])
-        secured = [li.name for li in self.listeners if protocols[li.name] != "PLAINTEXT"]
-        if self._values.get("zookeeper.connect") and secured:
-            if not any(li.name == "PLAINTEXT" for li in self.listeners):
-                raise ConfigError(
-                    f"listeners: a broker on ZooKeeper with {', '.join(secured)} needs a "
-                    "PLAINTEXT listener too: brokers replicate over it (inter-broker "
-                    "security is not supported yet)")
-            for name in self.security_props:
-                if name.endswith("sasl.enabled.mechanisms") and "SCRAM" in \
-                        self.security_props[name].upper():
-                    raise ConfigError(f"{name}: SCRAM on ZooKeeper is not supported yet "
-                                      "(credentials live in the embedded store only)")
+        # a cluster's brokers reach each other over the inter-broker listener
+        if self._values.get("zookeeper.connect") or any(
+                p in self.security_props for p in inter_broker.PROPERTIES):
+            inter_broker.check(self.security_props,
+                               [li.name for li in self.advertised_listeners], protocols)
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         ReplicaSettings.from_config(self.__getitem__)  # the replica.* combinations
@@ -258,6 +250,10 @@ class BrokerConfig:
 
     def security_protocol(self, listener_name: str) -> str:
         return self.security_protocols[listener_name]
+
+    @property
+    def inter_broker_listener(self) -> str:
+        return inter_broker.listener_name(self.security_props)
 
     @property
     def listeners_raw(self) -> list[str]:

@@ -90,14 +90,16 @@ class RemoteMarkers:
         info = self.broker.controller.image.brokers.get(broker_id)
         if info is None or info.fenced or not info.listeners:
             return None
-        host, port = info.endpoint(info.listeners[0][0])
+        security = self.broker.inter_broker
+        host, port = info.endpoint(security.listener)
         entry = self._channels.get(broker_id)
         if entry is not None and (entry[0].host, entry[0].port) != (host, port):
             entry[0].close()  # the broker restarted on a new address
             entry = None
         if entry is None:
             entry = self._channels[broker_id] = (
-                BrokerChannel(host, port, f"txn-markers-{self.broker.node_id}", TIMEOUT_S),
+                BrokerChannel(host, port, f"txn-markers-{self.broker.node_id}", TIMEOUT_S,
+                              security=security),
                 asyncio.Lock())
         return entry
 

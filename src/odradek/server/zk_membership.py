@@ -51,9 +51,13 @@ async def open_store(config: Mapping[str, Any], node_id: int, proposed_cluster_i
     return store
 
 
-async def register(store: ZkMetadataStore, me: BrokerInfo) -> None:
-    """Register under /brokers/ids/<id> with the bound endpoints, then stand for controller."""
+async def register(store: ZkMetadataStore, me: BrokerInfo,
+                   protocols: Mapping[str, str] | None = None) -> None:
+    """Register under /brokers/ids/<id> with the bound endpoints of every listener and
+    their protocols (Kafka's listener_security_protocol_map: the other brokers find
+    our inter-broker endpoint there), then stand for controller."""
     store.local_broker = me
+    store.security_protocols = dict(protocols or {})
     await store.register()
     store.start_controller()
 

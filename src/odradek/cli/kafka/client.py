@@ -52,9 +52,12 @@ def librdkafka_config(props: dict[str, str]) -> dict[str, Any]:
             if "password" in options:
                 conf["sasl.password"] = options["password"]
             continue
-        if key == "ssl.truststore.location" and value.endswith((".pem", ".crt")):
+        if key == "ssl.truststore.location" and (
+                value.endswith((".pem", ".crt")) or props.get("ssl.truststore.type") == "PEM"):
             conf["ssl.ca.location"] = value
             continue
+        if key == "ssl.truststore.type" and value.upper() == "PEM":
+            continue  # librdkafka reads PEM from ssl.ca.location, which the location became
         conf[key] = value
     return conf
 

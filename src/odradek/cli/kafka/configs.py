@@ -1,8 +1,10 @@
 """`odradek kafka-configs`: Kafka's kafka-configs.sh (ConfigCommand) for topics, brokers,
-and the client quotas of users and clients (cli/client_quotas.py).
+the client quotas of users and clients (cli/client_quotas.py) and the SCRAM
+credentials of users (cli/scram_users.py; with `--zookeeper`, offline, as Kafka's
+tool creates the first admin before any broker runs).
 
-ips, broker loggers, client metrics and groups, and SCRAM credentials of users, are
-refused with a one-line error: refusing beats accepting what is not done.
+ips, broker loggers, client metrics and groups are refused with a one-line error:
+refusing beats accepting what is not done.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import sys
 from typing import Any
 
 from odradek.cli import client_quotas as cq
+from odradek.cli import scram_users
 from odradek.cli.client_quotas import QuotaError
 from odradek.cli.configs import entry_line
 from odradek.cli.kafka.client import (
@@ -40,6 +43,9 @@ class _Options:
         self.bootstrap_controller = p.option("bootstrap-controller",
                                              "The Kafka controllers to connect to.",
                                              "controller to connect to")
+        self.zookeeper = p.option("zookeeper", "The ZooKeeper connection string, for SCRAM "
+                                  "credentials of users only (before the brokers run).",
+                                  "urls")
         self.command_config = p.option("command-config", "Property file containing configs to "
                                        "be passed to Admin Client.", "command config property file")
         self.alter = p.flag("alter", "Alter the configuration for the entity.")
@@ -121,7 +127,8 @@ class _Options:
                 and any(o.has(s) for s in specific):
             raise ValueError("--entity-{type,name,default} should not be used in conjunction "
                              "with specific entity flags")
-        connects = o.has(self.bootstrap) + o.has(self.bootstrap_controller)
+        connects = o.has(self.bootstrap) + o.has(self.bootstrap_controller) + \
+            o.has(self.zookeeper)
         if connects == 0:
             raise ValueError("One of the required --bootstrap-server, --boostrap-controller, or "
                              "--zookeeper arguments must be specified")
@@ -167,6 +174,12 @@ def main(argv: list[str]) -> None:
                         "config for a topic, client, user, broker, ip, client-metrics or group")
         spec.check(opts)
         types, names = spec.entities(opts)
+        if opts.has(spec.zookeeper) and not _scram_only(spec, opts, types):
+            raise ValueError("--zookeeper is only for SCRAM credentials of users (the first "
+                             "admin, before the brokers run); use --bootstrap-server")
+        if types[0] == "users" and opts.has(spec.alter) and _scram_only(spec, opts, types):
+            _scram(spec, opts, names)
+            return
         if types[0] in ("users", "clients"):
             _quotas(spec, opts, types, names)
             return
@@ -175,7 +188,7 @@ def main(argv: list[str]) -> None:
             _describe(client, types[0], names[0] if names else None, opts.has(spec.all))
         else:
             _alter(client, spec, opts, types[0], names[0])
-    except (OptionError, ValueError, ToolError, QuotaError) as e:
+    except (OptionError, ValueError, ToolError, QuotaError, scram_users.ScramError) as e:
         print(e, file=sys.stderr)
         sys.exit(1)
     except Exception as e:  # confluent-kafka's KafkaException
@@ -257,6 +270,35 @@ def _alter(client: Any, spec: _Options, opts: Parsed, kind: str, name: str) -> N
         print(f"Completed updating default config for {kind} in the cluster.")
 
 
+def _scram_only(spec: _Options, opts: Parsed, types: list[str]) -> bool:
+    """An --alter of a user that touches SCRAM credentials and nothing else."""
+    if types != ["users"] or not opts.has(spec.alter):
+        return False
+    keys = list(_to_add(spec, opts)) + _deletes(spec, opts)
+    return bool(keys) and all(scram_users.is_scram(k) for k in keys)
+
+
+def _deletes(spec: _Options, opts: Parsed) -> list[str]:
+    return [k.strip() for item in opts.all(spec.delete_config) for k in item.split(",")
+            if k.strip()]
+
+
+def _scram(spec: _Options, opts: Parsed, names: list[str]) -> None:
+    """ConfigCommand's SCRAM alterations: online (AlterUserScramCredentials) or, with
+    --zookeeper, written to /config/users/<user> directly."""
+    if not names or not names[0]:
+        raise ValueError("SCRAM credentials need a user: --entity-name (not the default)")
+    upserts = scram_users.parse_upserts(_to_add(spec, opts))
+    deletes = scram_users.parse_deletes(_deletes(spec, opts))
+    if opts.has(spec.zookeeper):
+        scram_users.alter_offline(opts.value(spec.zookeeper) or "", names[0], upserts, deletes)
+    else:
+        scram_users.alter_online(client_conf(opts.value(spec.bootstrap),
+                                             opts.all(spec.command_config)),
+                                 names[0], upserts, deletes)
+    print(f"Completed updating config for user {names[0]}.")
+
+
 def _quotas(spec: _Options, opts: Parsed, types: list[str], names: list[str]) -> None:
     """ConfigCommand's alter and describe of client quotas (users, clients, both)."""
     if opts.has(spec.command_config):
@@ -268,9 +310,10 @@ def _quotas(spec: _Options, opts: Parsed, types: list[str], names: list[str]) ->
             print(cq.describe_line(entity, values))
         return
     sets = _to_add(spec, opts)
-    scram = [k for k in sets if k.upper().startswith("SCRAM-")]
+    scram = [k for k in sets if scram_users.is_scram(k)]
     if scram:
-        raise ValueError(f"odradek kafka-configs does not alter {scram[0]} credentials yet")
+        raise ValueError(f"{scram[0]}: alter SCRAM credentials apart from quotas (one "
+                         "--alter for each)")
     deletes = [k.strip() for item in opts.all(spec.delete_config) for k in item.split(",")
                if k.strip()]
     if len(names) != len(types):
