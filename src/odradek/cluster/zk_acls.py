@@ -26,20 +26,20 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from odradek.cluster.zk_data import EXTENDED_CHANGES as EXTENDED_CHANGES
+from odradek.cluster.zk_data import EXTENDED_ROOT as EXTENDED_ROOT
+from odradek.cluster.zk_data import LITERAL_CHANGES as LITERAL_CHANGES
+from odradek.cluster.zk_data import LITERAL_ROOT as LITERAL_ROOT
+from odradek.cluster.zk_data import PREFIXED_ROOT as PREFIXED_ROOT
+
 if TYPE_CHECKING:
     from odradek.cluster.zk_client import ZkSession
 
 log = logging.getLogger(__name__)
 
-LITERAL_ROOT = "/kafka-acl"
-EXTENDED_ROOT = "/kafka-acl-extended"
-PREFIXED_ROOT = f"{EXTENDED_ROOT}/prefixed"
-LITERAL_CHANGES = "/kafka-acl-changes"
-EXTENDED_CHANGES = "/kafka-acl-extended-changes"
 CHANGE_PREFIX = "acl_changes_"
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's ZkNodeChangeNotificationListener default
 ZNODE_VERSION = 1
-PATHS = (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES)
 
 RESOURCE_TYPES = frozenset({"TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID",
                             "DELEGATION_TOKEN", "USER"})

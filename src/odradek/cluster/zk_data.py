@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.cluster import zk_acls
 from odradek.cluster.metadata import BrokerInfo
 
 # ---- paths -----------------------------------------------------------------------------
@@ -45,6 +44,14 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 DEFAULT_ENTITY = "<default>"
 
 # What a Kafka broker creates at start-up (KafkaZkClient.createTopLevelPaths).
+# ACLs (AclAuthorizer): literal resources, prefixed ones, and their change notifications
+LITERAL_ROOT = "/kafka-acl"
+EXTENDED_ROOT = "/kafka-acl-extended"
+PREFIXED_ROOT = f"{EXTENDED_ROOT}/prefixed"
+LITERAL_CHANGES = "/kafka-acl-changes"
+EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_PATHS = (LITERAL_ROOT, PREFIXED_ROOT, LITERAL_CHANGES, EXTENDED_CHANGES)
+
 PERSISTENT_PATHS = (
     "/consumers",
     BROKER_IDS,
@@ -61,7 +68,7 @@ PERSISTENT_PATHS = (
     SEQID,
     "/cluster",
     PRODUCER_ID_BLOCK,
-    *zk_acls.PATHS,  # KafkaZkClient.createAclPaths
+    *ACL_PATHS,  # KafkaZkClient.createAclPaths
 )
 
 NO_LEADER = -1

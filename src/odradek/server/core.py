@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
     from odradek.coordinator.group import GroupCoordinator
+    from odradek.replication.channel import ChannelSecurity
     from odradek.replication.replica_manager import ReplicaManager
     from odradek.server.config import BrokerConfig
     from odradek.storage.manager import LogManager
@@ -35,3 +36,6 @@ class BrokerCore(Protocol):
 
     @property
     def logs(self) -> LogManager: ...
+
+    @property
+    def inter_broker(self) -> ChannelSecurity: ...
