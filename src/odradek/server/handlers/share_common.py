@@ -3,8 +3,9 @@ as the requests carry them."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator.share.partition import AckBatch, validate_ack_batches
@@ -33,11 +34,13 @@ def check_ids(group_id: str | None, member_id: str | None) -> tuple[str, str]:
     return group_id, member_id
 
 
-def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
-                    topics: Iterable[Any]) -> dict[TopicIdPartition, KafkaError | None]:
-    """Apply each partition's acknowledgement batches; the error of each, if any."""
+async def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
+                          topics: Iterable[Any]) -> dict[TopicIdPartition, KafkaError | None]:
+    """Apply each partition's acknowledgement batches; the error of each, if any, once
+    the share coordinator has them (every partition's write at once)."""
     manager = shares(ctx).partitions
     results: dict[TopicIdPartition, KafkaError | None] = {}
+    pending: dict[TopicIdPartition, Awaitable[KafkaError | None]] = {}
     for t in topics:
         for p in t.partitions:
             batches = [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
@@ -50,8 +53,12 @@ def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
             except KafkaError as e:
                 results[tp] = e
                 continue
-            results[tp] = manager.acknowledge(group_id, member_id, t.topic_id,
+            pending[tp] = manager.acknowledge(group_id, member_id, t.topic_id,
                                               p.partition_index, batches)
+            results[tp] = None
+    if pending:
+        errors = await asyncio.gather(*pending.values())
+        results.update(zip(pending, errors, strict=True))
     return results
 
 

@@ -78,26 +78,31 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                                              has_acks(request.topics))
     except KafkaError as e:
         return _response(ctx, [], {}, False, e)
-    acks = acknowledge_all(ctx, group_id, member_id, request.topics)
+    return _fetch(ctx, request, group_id, member_id, session)
+
+
+async def _fetch(ctx: RequestContext, request: Any, group_id: str, member_id: str,
+                 session: Any) -> Any:
+    epoch = request.share_session_epoch
+    manager = shares(ctx).partitions
+    acks = await acknowledge_all(ctx, group_id, member_id, request.topics)
     if epoch == FINAL_EPOCH:
         manager.release_member(group_id, member_id)
         return _response(ctx, [], acks, False)
     max_records = request.max_records if request.max_records > 0 else 2**31 - 1
     tps = list(session.partitions)
+    await manager.load(group_id, tps)
     answers, acquired = manager.acquire(group_id, member_id, tps, request.max_bytes,
                                         max_records)
     max_wait_ms = to_ms(request.max_wait)
     if acquired or max_wait_ms <= 0 or not tps or any(a.error for a in answers):
         return _response(ctx, answers, acks, epoch == INITIAL_EPOCH)
-
-    async def wait_then_acquire() -> Any:
-        await manager.waiter(group_id, tps).wait(max_wait_ms / 1000)
-        if manager.sessions.get(group_id, member_id) is not session:
-            return _response(ctx, [], acks, False)  # closed or replaced meanwhile
-        again, _ = manager.acquire(group_id, member_id, tps, request.max_bytes, max_records)
-        return _response(ctx, again, acks, epoch == INITIAL_EPOCH)
-
-    return wait_then_acquire()
+    await manager.waiter(group_id, tps).wait(max_wait_ms / 1000)
+    if manager.sessions.get(group_id, member_id) is not session:
+        return _response(ctx, [], acks, False)  # closed or replaced meanwhile
+    await manager.load(group_id, tps)
+    again, _ = manager.acquire(group_id, member_id, tps, request.max_bytes, max_records)
+    return _response(ctx, again, acks, epoch == INITIAL_EPOCH)
 
 
 HANDLER = ApiHandler(API_KEY, 1, 2, handle)
