@@ -225,6 +225,13 @@ _TABLE: tuple[ApiAuthorization, ...] = (
     ApiAuthorization(79, "ShareAcknowledge", (
         _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM)),
         "super users only in odradek for now"),
+    # the share coordinator's inter-broker APIs
+    ApiAuthorization(83, "InitializeShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(84, "ReadShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(85, "WriteShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(86, "DeleteShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(87, "ReadShareGroupStateSummary", (
+        _c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
 )
 
 OPERATIONS: dict[int, ApiAuthorization] = {a.api_key: a for a in _TABLE}
