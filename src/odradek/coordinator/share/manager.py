@@ -285,6 +285,12 @@ class SharePartitionManager:
             if g == group_id:
                 sp.release_member(member_id)
 
+    def connection_closed(self, connection: str) -> None:
+        """The connection that opened these share sessions is gone: close them and
+        release what their members hold."""
+        for session in self.sessions.of_connection(connection):
+            self.release_member(session.group_id, session.member_id)
+
     def forget_group(self, group_id: str) -> None:
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.coordinator.share.manager import Fetched
-from odradek.coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
+from odradek.coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, connection_of
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build, ms, to_ms
 from odradek.server.handlers.share_common import (
@@ -76,6 +76,9 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         forget = [(t.topic_id, i) for t in request.forgotten_topics_data for i in t.partitions]
         session = manager.sessions.for_fetch(group_id, member_id, epoch, add, forget,
                                              has_acks(request.topics))
+        if epoch == INITIAL_EPOCH:
+            session.connection = connection_of(ctx.listener, ctx.client_host,
+                                               ctx.client_port)
     except KafkaError as e:
         return _response(ctx, [], {}, False, e)
     return _fetch(ctx, request, group_id, member_id, session)
