@@ -232,6 +232,15 @@ _TABLE: tuple[ApiAuthorization, ...] = (
     ApiAuthorization(86, "DeleteShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
     ApiAuthorization(87, "ReadShareGroupStateSummary", (
         _c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(90, "DescribeShareGroupOffsets", (
+        _c(Op.DESCRIBE, R.GROUP, ITEM), _c(Op.DESCRIBE, R.TOPIC, ITEM)),
+        "super users only in odradek for now"),
+    ApiAuthorization(91, "AlterShareGroupOffsets", (
+        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM)),
+        "super users only in odradek for now"),
+    ApiAuthorization(92, "DeleteShareGroupOffsets", (
+        _c(Op.DELETE, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM)),
+        "super users only in odradek for now"),
 )
 
 OPERATIONS: dict[int, ApiAuthorization] = {a.api_key: a for a in _TABLE}

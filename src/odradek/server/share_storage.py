@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-READ, WRITE = 84, 85
+INITIALIZE, READ, WRITE, DELETE, SUMMARY = 83, 84, 85, 86, 87
 RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress,
              ErrorCode.coordinator_not_available, ErrorCode.request_timed_out)
 RETRY_FOR_S = 10.0  # how long a read or write waits for the state partition to be served
@@ -122,6 +122,59 @@ class BrokerPersister:
                         m.StateBatch(first_offset=a, last_offset=b, delivery_state=c,
                                      delivery_count=d) for a, b, c, d in batches)),)),))
             p = (await self._call(leader, WRITE, 0, body)).results[0].partitions[0]
+            if p.error_code:
+                raise KafkaError(p.error_message or "", ErrorCode(p.error_code))
+
+        await self._retrying(group_id, topic_id, partition, local, remote)
+
+    async def summary(self, group_id: str, topic_id: uuid.UUID, partition: int
+                      ) -> tuple[int, int, int]:
+        async def local() -> tuple[int, int, int]:
+            r = self.state.summary((group_id, topic_id, partition))
+            return r.state_epoch, r.leader_epoch, r.start_offset
+
+        async def remote(leader: int) -> tuple[int, int, int]:
+            m = sys.modules[request_class(SUMMARY, 1).__module__]
+            body = m.ReadShareGroupStateSummaryRequest(group_id=group_id, topics=(
+                m.ReadStateSummaryData(topic_id=topic_id, partitions=(m.PartitionData(
+                    partition=partition, leader_epoch=-1),)),))
+            p = (await self._call(leader, SUMMARY, 1, body)).results[0].partitions[0]
+            if p.error_code:
+                raise KafkaError(p.error_message or "", ErrorCode(p.error_code))
+            return int(p.state_epoch), int(p.leader_epoch), int(p.start_offset)
+
+        result: tuple[int, int, int] = await self._retrying(
+            group_id, topic_id, partition, local, remote)
+        return result
+
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         state_epoch: int, start_offset: int) -> None:
+        async def local() -> None:
+            await self.state.initialize((group_id, topic_id, partition), state_epoch,
+                                        start_offset)
+
+        async def remote(leader: int) -> None:
+            m = sys.modules[request_class(INITIALIZE, 0).__module__]
+            body = m.InitializeShareGroupStateRequest(group_id=group_id, topics=(
+                m.InitializeStateData(topic_id=topic_id, partitions=(m.PartitionData(
+                    partition=partition, state_epoch=state_epoch,
+                    start_offset=start_offset),)),))
+            p = (await self._call(leader, INITIALIZE, 0, body)).results[0].partitions[0]
+            if p.error_code:
+                raise KafkaError(p.error_message or "", ErrorCode(p.error_code))
+
+        await self._retrying(group_id, topic_id, partition, local, remote)
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        async def local() -> None:
+            await self.state.delete((group_id, topic_id, partition))
+
+        async def remote(leader: int) -> None:
+            m = sys.modules[request_class(DELETE, 0).__module__]
+            body = m.DeleteShareGroupStateRequest(group_id=group_id, topics=(
+                m.DeleteStateData(topic_id=topic_id, partitions=(m.PartitionData(
+                    partition=partition),)),))
+            p = (await self._call(leader, DELETE, 0, body)).results[0].partitions[0]
             if p.error_code:
                 raise KafkaError(p.error_message or "", ErrorCode(p.error_code))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from odradek.coordinator.group.consumer import TopicsView
+from odradek.coordinator.share.admin import ShareGroupAdmin
 from odradek.coordinator.share.config import (
     AUTO_OFFSET_RESET,
     AUTO_OFFSET_RESET_CHOICES,
@@ -46,6 +47,7 @@ class ShareGroups:
                                                 self.auto_offset_reset, persister)
         self.coordinator = ShareGroupCoordinator(config, topics,
                                                  self.partitions.release_member)
+        self.admin = ShareGroupAdmin(self.coordinator, self.partitions, topics)
 
     def start(self) -> None:
         self.coordinator.start()

@@ -60,6 +60,15 @@ class Persister(Protocol):
                     state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: list[tuple[int, int, int, int]]) -> None: ...
 
+    async def summary(self, group_id: str, topic_id: uuid.UUID, partition: int
+                      ) -> tuple[int, int, int]:
+        """(state epoch, leader epoch, start offset or -1)."""
+
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         state_epoch: int, start_offset: int) -> None: ...
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None: ...
+
 
 class InMemory:
     """No durable state (tests of the state machine alone)."""
@@ -71,6 +80,17 @@ class InMemory:
     async def write(self, group_id: str, topic_id: uuid.UUID, partition: int,
                     state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: list[tuple[int, int, int, int]]) -> None:
+        return None
+
+    async def summary(self, group_id: str, topic_id: uuid.UUID, partition: int
+                      ) -> tuple[int, int, int]:
+        return 0, -1, -1
+
+    async def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int,
+                         state_epoch: int, start_offset: int) -> None:
+        return None
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
         return None
 
 
@@ -248,6 +268,11 @@ class SharePartitionManager:
                 if not waiting:
                     self._persist_waiters.pop(sp, None)
                 if error is not None:
+                    if error.code in (ErrorCode.fenced_state_epoch,
+                                      ErrorCode.fenced_leader_epoch):
+                        # the state moved on without us (offsets altered, a newer
+                        # leader): read it again at the next fetch
+                        self.partitions.pop((sp.group_id, self._topic_id(sp), sp.index), None)
                     break  # the next change tries again, with the whole state
         finally:
             self._writing.discard(sp)
@@ -290,6 +315,11 @@ class SharePartitionManager:
         release what their members hold."""
         for session in self.sessions.of_connection(connection):
             self.release_member(session.group_id, session.member_id)
+
+    def forget(self, group_id: str, topic_id: uuid.UUID, index: int) -> None:
+        """Its state changed under it (offsets altered or deleted): the next fetch reads
+        it again; what members hold now cannot be acknowledged."""
+        self.partitions.pop((group_id, topic_id, index), None)
 
     def forget_group(self, group_id: str) -> None:
         for key in [k for k in self.partitions if k[0] == group_id]:
