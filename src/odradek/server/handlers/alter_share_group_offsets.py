@@ -8,7 +8,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
-from odradek.server.handlers.share_common import shares
+from odradek.server.handlers.share_common import shares, topic_denied
 
 API_KEY = 91
 
@@ -32,7 +32,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         for t in request.topics:
             topic_id: Any = None
             count = 0
-            topic_error: KafkaError | None = None
+            topic_error: KafkaError | None = topic_denied(ctx, t.topic_name)
             try:
                 topic_id, count = admin.topic(t.topic_name)
             except KafkaError as e:

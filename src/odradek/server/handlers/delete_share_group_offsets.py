@@ -7,7 +7,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
-from odradek.server.handlers.share_common import shares
+from odradek.server.handlers.share_common import shares, topic_denied
 
 API_KEY = 92
 
@@ -30,10 +30,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         topics = []
         for t in request.topics:
             topic_id = None
-            error: KafkaError | None = None
+            error: KafkaError | None = topic_denied(ctx, t.topic_name)
             try:
-                topic_id, count = admin.topic(t.topic_name)
-                await admin.delete(request.group_id, topic_id, count)
+                if error is None:
+                    topic_id, count = admin.topic(t.topic_name)
+                    await admin.delete(request.group_id, topic_id, count)
             except KafkaError as e:
                 error = e
             topics.append(build(schema.DeleteShareGroupOffsetsResponseTopic,

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.coordinator.share.admin import PartitionOffset
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
-from odradek.server.handlers.share_common import shares
+from odradek.server.handlers.share_common import shares, topic_denied
 
 API_KEY = 90
 
@@ -27,7 +28,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
                          topics=(), error_code=e.code, error_message=str(e))
         topics = []
         for name, partitions in wanted:
-            topic_id, offsets = await admin.describe(g.group_id, name, partitions)
+            denied = topic_denied(ctx, name)
+            if denied is not None and g.topics is None:
+                continue  # listing everything: what may not be seen is left out
+            if denied is not None:
+                topic_id, offsets = None, [PartitionOffset(p, -1, -1, -1, denied)
+                                           for p in partitions or ()]
+            else:
+                topic_id, offsets = await admin.describe(g.group_id, name, partitions)
             topics.append(build(
                 schema.DescribeShareGroupOffsetsResponseTopic, topic_name=name,
                 topic_id=topic_id, partitions=tuple(build(

@@ -26,6 +26,20 @@ def shares(ctx: RequestContext) -> ShareGroups:
     return port
 
 
+def topic_denied(ctx: RequestContext, name: str | None) -> KafkaError | None:
+    """TOPIC_AUTHORIZATION_FAILED when the authorizer denies this topic (the operation
+    the request needs: the authorization step set `ctx.topic_denied`)."""
+    if name is not None and ctx.topic_denied is not None and ctx.topic_denied(name):
+        return KafkaError("Topic authorization failed.", ErrorCode.topic_authorization_failed)
+    return None
+
+
+def topic_id_denied(ctx: RequestContext, topic_id: uuid.UUID) -> KafkaError | None:
+    if ctx.topic_denied is None:
+        return None
+    return topic_denied(ctx, shares(ctx).topics.name_of(topic_id))
+
+
 def check_ids(group_id: str | None, member_id: str | None) -> tuple[str, str]:
     if not group_id:
         raise KafkaError("the group id is empty", ErrorCode.invalid_group_id)
@@ -48,6 +62,10 @@ async def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
             if not batches:
                 continue
             tp = (t.topic_id, p.partition_index)
+            denied = topic_id_denied(ctx, t.topic_id)
+            if denied is not None:
+                results[tp] = denied
+                continue
             try:
                 validate_ack_batches(batches)
             except KafkaError as e:

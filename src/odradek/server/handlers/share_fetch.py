@@ -23,6 +23,7 @@ from odradek.server.handlers.share_common import (
     check_ids,
     has_acks,
     shares,
+    topic_id_denied,
 )
 
 API_KEY = 78
@@ -93,10 +94,14 @@ async def _fetch(ctx: RequestContext, request: Any, group_id: str, member_id: st
         manager.release_member(group_id, member_id)
         return _response(ctx, [], acks, False)
     max_records = request.max_records if request.max_records > 0 else 2**31 - 1
-    tps = list(session.partitions)
+    denied = [Fetched(tp[0], tp[1], error=e) for tp in session.partitions
+              if (e := topic_id_denied(ctx, tp[0])) is not None]
+    tps = [tp for tp in session.partitions if tp not in {(d.topic_id, d.index)
+                                                          for d in denied}]
     await manager.load(group_id, tps)
     answers, acquired = manager.acquire(group_id, member_id, tps, request.max_bytes,
                                         max_records)
+    answers += denied
     max_wait_ms = to_ms(request.max_wait)
     if acquired or max_wait_ms <= 0 or not tps or any(a.error for a in answers):
         return _response(ctx, answers, acks, epoch == INITIAL_EPOCH)
@@ -105,7 +110,7 @@ async def _fetch(ctx: RequestContext, request: Any, group_id: str, member_id: st
         return _response(ctx, [], acks, False)  # closed or replaced meanwhile
     await manager.load(group_id, tps)
     again, _ = manager.acquire(group_id, member_id, tps, request.max_bytes, max_records)
-    return _response(ctx, again, acks, epoch == INITIAL_EPOCH)
+    return _response(ctx, again + denied, acks, epoch == INITIAL_EPOCH)
 
 
 HANDLER = ApiHandler(API_KEY, 1, 2, handle)
