@@ -14,12 +14,17 @@ from tests.share.helpers import new_topic, produce
 from tests.wire import WireClient
 
 SHORT_LOCK_MS = 1500
+# a small __share_group_state: creating (and, after a restart, loading) Kafka's 50
+# partitions costs seconds on a busy machine; the placement is tested with 50 in
+# test_share_state.py
+STATE_PARTITIONS = {"share.coordinator.state.topic.num.partitions": "4"}
 
 
 @pytest.fixture(scope="module")
 def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("share") / "data",
-                      overrides={"group.share.heartbeat.interval.ms": "500"}).start()
+                      overrides={"group.share.heartbeat.interval.ms": "500",
+                                 **STATE_PARTITIONS}).start()
     yield b
     b.stop()
 
@@ -28,7 +33,8 @@ def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
 def short_lock_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("share-short") / "data",
                       overrides={"group.share.heartbeat.interval.ms": "500",
-                                 "group.share.record.lock.duration.ms": str(SHORT_LOCK_MS)}
+                                 "group.share.record.lock.duration.ms": str(SHORT_LOCK_MS),
+                                 **STATE_PARTITIONS}
                       ).start()
     yield b
     b.stop()

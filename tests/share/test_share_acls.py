@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
 )
 
 from tests.conftest import BrokerProcess, free_port
+from tests.share.conftest import STATE_PARTITIONS
 from tests.share.helpers import new_topic, poll_until, set_group_config
 from tests.wire import WireClient
 
@@ -58,6 +59,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         "sasl.enabled.mechanisms": "PLAIN",
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
         "group.share.heartbeat.interval.ms": "500",
+        **STATE_PARTITIONS,
     })
     process.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{process.port},"
                                       f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}")

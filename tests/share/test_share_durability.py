@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.conftest import BrokerProcess
 from tests.processes import started
+from tests.share.conftest import STATE_PARTITIONS
 from tests.share.helpers import (
     earliest_group,
     new_topic,
@@ -25,7 +26,8 @@ from tests.share.test_share_consumer import lines, worker
 def test_acknowledged_records_stay_acknowledged_after_a_broker_kill_and_restart(
         tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data",
-                           overrides={"group.share.heartbeat.interval.ms": "500"})
+                           overrides={"group.share.heartbeat.interval.ms": "500",
+                                      **STATE_PARTITIONS})
     try:
         broker.start()
         bootstrap = broker.bootstrap

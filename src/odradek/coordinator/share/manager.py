@@ -272,7 +272,8 @@ class SharePartitionManager:
                                       ErrorCode.fenced_leader_epoch):
                         # the state moved on without us (offsets altered, a newer
                         # leader): read it again at the next fetch
-                        self.partitions.pop((sp.group_id, self._topic_id(sp), sp.index), None)
+                        for key in [k for k, v in self.partitions.items() if v is sp]:
+                            del self.partitions[key]
                     break  # the next change tries again, with the whole state
         finally:
             self._writing.discard(sp)
