@@ -18,6 +18,8 @@ from odradek.coordinator.share.admin import ShareGroupAdmin
 from odradek.coordinator.share.config import (
     AUTO_OFFSET_RESET,
     AUTO_OFFSET_RESET_CHOICES,
+    ISOLATION_LEVEL,
+    ISOLATION_LEVEL_CHOICES,
     ShareConfig,
 )
 from odradek.coordinator.share.coordinator import ShareGroupCoordinator
@@ -29,7 +31,9 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 __all__ = ["AUTO_OFFSET_RESET", "HeartbeatResult", "ShareConfig", "ShareGroup",
            "ShareGroupCoordinator", "ShareGroups", "ShareMember", "SharePartitionManager"]
 
-GROUP_CONFIGS = {AUTO_OFFSET_RESET: "latest"}
+GROUP_CONFIGS = {AUTO_OFFSET_RESET: "latest", ISOLATION_LEVEL: "read_uncommitted"}
+CHOICES = {AUTO_OFFSET_RESET: AUTO_OFFSET_RESET_CHOICES,
+           ISOLATION_LEVEL: ISOLATION_LEVEL_CHOICES}
 
 
 class ShareGroups:
@@ -44,7 +48,8 @@ class ShareGroups:
         self.state = state  # the share coordinator, when this broker runs one
         self.group_configs: dict[str, dict[str, str]] = {}
         self.partitions = SharePartitionManager(config, replicas, topics,
-                                                self.auto_offset_reset, persister)
+                                                self.auto_offset_reset, persister,
+                                                self.read_committed)
         self.coordinator = ShareGroupCoordinator(config, topics,
                                                  self.partitions.release_member)
         self.admin = ShareGroupAdmin(self.coordinator, self.partitions, topics)
@@ -63,6 +68,9 @@ class ShareGroups:
     def auto_offset_reset(self, group_id: str) -> str:
         return self.group_configs.get(group_id, {}).get(AUTO_OFFSET_RESET, "latest")
 
+    def read_committed(self, group_id: str) -> bool:
+        return self.group_configs.get(group_id, {}).get(ISOLATION_LEVEL) == "read_committed"
+
     def describe_group_config(self, group_id: str) -> dict[str, tuple[str, bool]]:
         """name → (value, is it the default)."""
         set_here = self.group_configs.get(group_id, {})
@@ -75,10 +83,9 @@ class ShareGroups:
             if name not in GROUP_CONFIGS:
                 raise KafkaError(f"Unknown group config name: {name}",
                                  ErrorCode.invalid_config)
-            if value is not None and name == AUTO_OFFSET_RESET \
-                    and value not in AUTO_OFFSET_RESET_CHOICES:
+            if value is not None and value not in CHOICES[name]:
                 raise KafkaError(f"Invalid value {value} for configuration {name}: "
-                                 f"one of {', '.join(AUTO_OFFSET_RESET_CHOICES)}",
+                                 f"one of {', '.join(CHOICES[name])}",
                                  ErrorCode.invalid_config)
         configs = self.group_configs.setdefault(group_id, {})
         for name, value in changes.items():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
@@ -119,8 +119,12 @@ class Fetched:
 class SharePartitionManager:
     def __init__(self, config: ShareConfig, replicas: Replicas, topics: TopicsView,
                  auto_offset_reset: Callable[[str], str],
-                 persister: Persister | None = None) -> None:
+                 persister: Persister | None = None,
+                 read_committed: Callable[[str], bool] | None = None) -> None:
         self.config = config
+        # share.isolation.level=read_committed: read up to the last stable offset and
+        # archive what aborted transactions wrote
+        self.read_committed = read_committed or (lambda _group: False)
         self.persister: Persister = persister or InMemory()
         self.replicas = replicas
         self.topics = topics
@@ -216,6 +220,8 @@ class SharePartitionManager:
             sp.load(max(start, leader.log.log_start_offset), batches, state_epoch)
         elif self.auto_offset_reset(group_id) == "earliest":
             sp.initialize(leader.log.log_start_offset)
+        elif self.read_committed(group_id):
+            sp.initialize(leader.last_stable_offset)
         else:
             sp.initialize(leader.high_watermark)
 
@@ -351,9 +357,10 @@ class SharePartitionManager:
         # a fetch acquires at most max_records: reading all of max_bytes (librdkafka
         # asks for 50 MB) would mostly read what is thrown away
         per_partition = min(max_bytes, READ_BYTES)
+        committed = self.read_committed(group_id)
         reads, _ = self.replicas.read(
             [(leader, None, offset, per_partition) for _, _, leader, offset in reading],
-            max_bytes, False)
+            max_bytes, committed)
         total = 0
         for (answer, sp, _, _), read in zip(reading, reads, strict=True):
             if read.error is not None:
@@ -365,7 +372,8 @@ class SharePartitionManager:
             left = max_records - total
             if left <= 0 or not read.records:
                 continue
-            answer.records, answer.acquired = _acquire(sp, member_id, read.records, left)
+            answer.records, answer.acquired = _acquire(sp, member_id, read.records, left,
+                                                       read.aborted)
             total += sum(a.last_offset - a.first_offset + 1 for a in answer.acquired)
         return answers, total
 
@@ -386,13 +394,14 @@ class SharePartitionManager:
         return waiter
 
 
-def _acquire(sp: SharePartition, member_id: str, records: bytes, max_records: int
-             ) -> tuple[bytes, list[Acquired]]:
+def _acquire(sp: SharePartition, member_id: str, records: bytes, max_records: int,
+             aborted: list[tuple[int, int]] | None = None) -> tuple[bytes, list[Acquired]]:
     """Acquire from the batches read; the bytes of the batches holding what was
-    acquired (the client skips what it was not given)."""
+    acquired (the client skips what it was not given). With `aborted` (read_committed:
+    the aborted transactions' producer ids and first offsets) a batch of an aborted
+    transaction is archived, never delivered."""
     headers = list(iter_headers(records))
-    acquired = sp.acquire(member_id, (LogBatch(h.base_offset, h.last_offset, h.is_control)
-                                      for _, h in headers), max_records)
+    acquired = sp.acquire(member_id, _log_batches(headers, aborted), max_records)
     if not acquired:
         return b"", []
     first, last = acquired[0].first_offset, acquired[-1].last_offset
@@ -403,3 +412,21 @@ def _acquire(sp: SharePartition, member_id: str, records: bytes, max_records: in
         if h.base_offset <= last:
             end = pos + h.size
     return bytes(records[start or 0:end]), acquired
+
+
+def _log_batches(headers: list[tuple[int, Any]], aborted: list[tuple[int, int]] | None
+                 ) -> Iterator[LogBatch]:
+    """What acquiring needs of each batch; the consumer's rule for aborted transactions:
+    a producer's transactional batches from its aborted transaction's first offset on,
+    until its ABORT marker, are aborted."""
+    pending = sorted(aborted or (), key=lambda a: a[1])
+    active: set[int] = set()
+    for _, h in headers:
+        while pending and pending[0][1] <= h.base_offset:
+            active.add(pending.pop(0)[0])
+        if h.is_control:
+            active.discard(h.producer_id)  # its marker ends the aborted transaction
+            yield LogBatch(h.base_offset, h.last_offset, True)
+            continue
+        yield LogBatch(h.base_offset, h.last_offset,
+                       is_control=h.is_transactional and h.producer_id in active)

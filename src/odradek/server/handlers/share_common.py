@@ -88,6 +88,9 @@ STRING_TYPE = 2  # DescribeConfigs' config_type for a string
 GROUP_CONFIG_DOCS = {
     "share.auto.offset.reset": "Where a share group starts reading a partition it has no "
                                "state for: latest or earliest.",
+    "share.isolation.level": "read_committed: deliver only committed transactions' "
+                             "records, up to the last stable offset; read_uncommitted: "
+                             "everything up to the high watermark.",
 }
 
 
