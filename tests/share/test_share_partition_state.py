@@ -71,3 +71,9 @@ def test_a_loaded_state_delivers_what_was_available_and_never_what_was_done() ->
                    Acquired(26, 27, 1)]
     assert sp.states()[23] == (RecordState.ARCHIVED, 0)
     assert sp.states()[24] == (RecordState.ARCHIVED, 3)
+
+
+def test_a_state_claiming_more_than_the_lock_limit_in_flight_is_cut_there() -> None:
+    sp = new(Locks())  # at most 100 records in flight
+    sp.load(0, [(0, 2**60, AVAILABLE, 1)], state_epoch=0)
+    assert (sp.start_offset, sp.end_offset, len(sp.records)) == (0, 100, 100)

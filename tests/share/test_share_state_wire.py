@@ -12,6 +12,7 @@ from tests.share.test_share_wire import ACCEPT, RELEASE
 from tests.wire import WireClient
 
 INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
 FENCED_LEADER_EPOCH = 74
 FENCED_STATE_EPOCH = 124
 
@@ -75,6 +76,9 @@ def test_write_initialize_delete_and_the_fences(holder: Any) -> None:
     assert write(0, 3, -1, []) == FENCED_STATE_EPOCH
     assert read(c, group, topic_id, leader_epoch=2).error_code == FENCED_LEADER_EPOCH
     assert read(c, group, topic_id, partition=-1).error_code == INVALID_REQUEST
+    # as Kafka: state only for topic partitions the metadata has
+    assert read(c, group, topic_id, partition=99).error_code == UNKNOWN_TOPIC_OR_PARTITION
+    assert read(c, group, uuid.uuid4()).error_code == UNKNOWN_TOPIC_OR_PARTITION
     d = c.schema(86, 0)
     r = c.call(86, 0, group_id=group, topics=(d.DeleteStateData(
         topic_id=topic_id, partitions=(d.PartitionData(partition=0),)),))

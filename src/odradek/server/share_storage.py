@@ -41,11 +41,17 @@ Batches = list[tuple[int, int, int, int]]
 
 def create_share_state_coordinator(broker: Broker) -> ShareStateCoordinator:
     config = broker.config
+
+    def partition_count(topic_id: uuid.UUID) -> int | None:
+        info = broker.controller.image.topic_by_id(topic_id)
+        return None if info is None else len(info.partitions)
+
     return ShareStateCoordinator(
         ReplicaLog(broker.replicas, SHARE_STATE_TOPIC,
                    lambda: int(broker.config["share.coordinator.write.timeout.ms"])),
         int(config["share.coordinator.state.topic.num.partitions"]),
-        int(config["share.coordinator.snapshot.update.records.per.snapshot"]))
+        int(config["share.coordinator.snapshot.update.records.per.snapshot"]),
+        partition_count)
 
 
 async def ensure_share_state_topic(broker: Broker) -> bool:

@@ -155,8 +155,13 @@ class SharePartition:
         self.start_offset = self.end_offset = start_offset
         self.state_epoch = state_epoch
         self.records.clear()
+        # no more is ever in flight; a state claiming more (a bad WriteShareGroupState)
+        # must not make one entry per offset of it
+        limit = start_offset + self.limits.max_record_locks
         for first, last, state, count in sorted(batches):
-            first = max(first, start_offset)
+            first, last = max(first, start_offset), min(last, limit - 1)
+            if first > last:
+                continue
             for o in range(self.end_offset, first):
                 self.records[o] = InFlight(RecordState.AVAILABLE, 0)
             for o in range(first, last + 1):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from odradek.coordinator.group.coordinator import partition_for
@@ -166,8 +166,12 @@ class ShareStateShard:
 
 class ShareStateCoordinator:
     def __init__(self, coordinator_log: CoordinatorLog, partitions: int,
-                 updates_per_snapshot: int = 500) -> None:
+                 updates_per_snapshot: int = 500,
+                 partition_count: Callable[[uuid.UUID], int | None] | None = None) -> None:
         self.partitions = partitions
+        # the topic's partition count from the metadata (None: no such topic); without
+        # it (tests) every topic is taken as existing
+        self.partition_count = partition_count
         self.updates_per_snapshot = updates_per_snapshot
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             SHARE_STATE_TOPIC, coordinator_log,
@@ -189,10 +193,16 @@ class ShareStateCoordinator:
         p = self.partition_for(*key)
         return p, self.runtime.shard(p, f"share-partition {key[0]}:{key[1]}:{key[2]}")
 
-    @staticmethod
-    def _check(key: Key) -> None:
+    def _check(self, key: Key) -> None:
+        """As Kafka's ShareCoordinatorShard: a negative partition is INVALID_REQUEST, a
+        topic or partition the metadata does not have UNKNOWN_TOPIC_OR_PARTITION."""
         if key[2] < 0:
             raise KafkaError("The partition id is negative.", ErrorCode.invalid_request)
+        if self.partition_count is not None:
+            count = self.partition_count(key[1])
+            if count is None or key[2] >= count:
+                raise KafkaError("This server does not host this topic-partition.",
+                                 ErrorCode.unknown_topic_or_partition)
 
     # ---- ReadShareGroupState (84) and its summary (87) -------------------------------
 
