@@ -73,6 +73,8 @@ class LogBatch:
 
     base_offset: int
     last_offset: int
+    # never delivered: a transaction marker, or (read_committed) an aborted
+    # transaction's records
     is_control: bool = False
 
 
