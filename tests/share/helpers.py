@@ -21,10 +21,10 @@ from confluent_kafka.admin import (
 T = TypeVar("T")
 
 
-def new_topic(bootstrap: str, partitions: int = 1) -> str:
+def new_topic(bootstrap: str, partitions: int = 1, replication: int = 1) -> str:
     name = f"share-{uuid.uuid4().hex[:10]}"
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
+    admin.create_topics([NewTopic(name, partitions, replication)])[name].result(30)
     return name
 
 

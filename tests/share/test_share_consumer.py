@@ -10,6 +10,7 @@ import contextlib
 import json
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +183,29 @@ def test_implicit_mode_accepts_what_the_previous_poll_returned(
         assert [m.offset() for m in later] == [10], "accepted records came back"
 
 
+
+
+def test_a_killed_workers_records_come_back_when_its_connection_drops(
+        share_broker: BrokerProcess, tmp_path: Path) -> None:
+    """The lock is Kafka's 30 s here: the records come back because the dead worker's
+    connection closed its share session, long before the lock would expire."""
+    bootstrap = share_broker.bootstrap
+    topic = new_topic(bootstrap)
+    group = earliest_group(bootstrap)
+    produce(bootstrap, topic, [f"job-{i}" for i in range(3)])
+    log = tmp_path / "victim.log"
+    with started(worker(bootstrap, group, topic, "hold"), log, sigint_ignored=True) as victim:
+        held = wait_for(lambda: [x["offset"] for x in lines(log) if "offset" in x], 60,
+                        "the worker got nothing")
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(30)
+        killed_at = time.monotonic()
+    assert sorted(held) == [0, 1, 2]
+    with share_consumer(bootstrap, group, topic) as survivor:
+        got = poll_until(survivor, lambda seen: len({m.offset() for m in seen}) >= 3,
+                         on_batch=lambda b: [survivor.acknowledge(m) for m in b],
+                         timeout=25)
+        assert time.monotonic() - killed_at < 30, "released only by the lock's expiry"
+        assert sorted((m.offset(), m.delivery_count()) for m in got) == \
+            [(0, 2), (1, 2), (2, 2)]
+        assert all(e is None for e in survivor.commit_sync(30).values())

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import BrokerProcess
-from tests.share.helpers import new_topic, produce, wait_for
+from tests.share.helpers import new_topic, wait_for
 from tests.wire import WireClient
 
 INVALID_REQUEST = 42
@@ -87,27 +87,6 @@ def partition_error(r: Any, field: str = "error_code") -> int:
 def acquired(r: Any) -> list[tuple[int, int, int]]:
     return [(a.first_offset, a.last_offset, a.delivery_count)
             for t in r.responses for p in t.partitions for a in p.acquired_records]
-
-
-@pytest.fixture
-def holder(share_broker: BrokerProcess) -> Any:
-    """Member m1 of a new group holding offsets 0-2 of a new topic."""
-    bootstrap = share_broker.bootstrap
-    topic = new_topic(bootstrap)
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    with WireClient(bootstrap) as c:
-        c.call(10, 4, key_type=0, coordinator_keys=(group,))
-        m1 = Share(c, group, "m1")
-        m1.join(topic)
-        assert m1.fetch().error_code == 0  # opens the session: the start is the log end
-        produce(bootstrap, topic, ["a", "b", "c"])
-        got: list[tuple[int, int, int]] = []
-        while sum(last - first + 1 for first, last, _ in got) < 3:
-            r = m1.fetch(wait_ms=5000)
-            assert r.error_code == 0, r
-            got += acquired(r)
-        assert got[0][0] == 0 and got[-1][1] == 2 and all(n == 1 for _, _, n in got)
-        yield c, m1, topic
 
 
 def test_share_session_epochs_as_kafka_checks_them(holder: Any) -> None:

@@ -5,8 +5,11 @@
 prints one JSON line per record it is given ({"offset", "count", "value"}). MODE
 `accept` acknowledges each record (explicit mode) and prints the commit's outcome
 ({"accepted": [offsets]} or {"failed": [offsets]}); `hold` never acknowledges and
-stops polling once it holds records (the victim of a SIGKILL). SIGTERM ends it
-cleanly; SIGINT is ignored as a background job's would be.
+stops polling once it holds records (the victim of a SIGKILL); `partial:N:TOTAL`
+accepts the offsets below N, releases N, holds the others, commits, and prints
+{"holding": [offsets]} once it has seen TOTAL records, then stops polling (the broker
+is killed under it). SIGTERM ends it cleanly; SIGINT is ignored as a background
+job's would be.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import signal
 import sys
 import threading
+from typing import Any
 
 from confluent_kafka import AcknowledgeType, ShareConsumer
 
@@ -27,6 +31,7 @@ def main() -> None:
     consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group,
                               "share.acknowledgement.mode": "explicit"})
     consumer.subscribe([topic])
+    seen: list[int] = []
     print(json.dumps({"started": True}), flush=True)
     try:
         while not stopping.is_set():
@@ -39,6 +44,11 @@ def main() -> None:
             if mode == "hold":
                 stopping.wait()  # holds its records until killed
                 break
+            if mode.startswith("partial:"):
+                if partial(consumer, mode, messages, seen):
+                    stopping.wait()
+                    break
+                continue
             for m in messages:
                 consumer.acknowledge(m, AcknowledgeType.ACCEPT)
             results = consumer.commit_sync(30)
@@ -47,6 +57,26 @@ def main() -> None:
             print(json.dumps({"accepted" if ok else "failed": offsets}), flush=True)
     finally:
         consumer.close()
+
+
+def partial(consumer: ShareConsumer, mode: str, messages: list[Any], seen: list[int]
+            ) -> bool:
+    """Accept below N, release N, hold the rest; True once TOTAL records were seen."""
+    _, first_kept, total = mode.split(":")
+    keep = int(first_kept)
+    for m in messages:
+        seen.append(m.offset())
+        if m.offset() < keep:
+            consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+        elif m.offset() == keep:
+            consumer.acknowledge(m, AcknowledgeType.RELEASE)
+    results = consumer.commit_sync(30)
+    ok = all(e is None for e in (results or {}).values())
+    print(json.dumps({"committed": ok}), flush=True)
+    if len(seen) < int(total):
+        return False
+    print(json.dumps({"holding": sorted(o for o in seen if o > keep)}), flush=True)
+    return True
 
 
 if __name__ == "__main__":

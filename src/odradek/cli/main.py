@@ -25,6 +25,7 @@ from odradek.cli import (
     pipeline_cmd,
     reassign,
     schemas,
+    share_groups,
     topics,
     transactions,
 )
@@ -51,6 +52,7 @@ app.command("dump-log")(dump_log.dump_log)
 app.command("acls")(acls.acls)
 app.command("delete-records")(delete_records.delete_records)
 app.add_typer(groups.app, name="groups")
+app.add_typer(share_groups.app, name="share-groups")
 app.command("lag")(lag.lag)
 app.add_typer(advise.app, name="advise")
 app.command("health")(health.health)

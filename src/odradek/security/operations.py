@@ -212,19 +212,28 @@ _TABLE: tuple[ApiAuthorization, ...] = (
     ApiAuthorization(74, "ListConfigResources", (_c(Op.DESCRIBE_CONFIGS, R.CLUSTER, REQ),)),
     ApiAuthorization(75, "DescribeTopicPartitions", (
         _c(Op.DESCRIBE, R.TOPIC, ITEM, "named topics; all-topics requests filter instead"),)),
-    # Kafka's checks for share groups; odradek serves them to super users only until
-    # the share coordinator enforces these (issue 14)
+    # share groups (KIP-932), as Kafka 4.x's KafkaApis checks them
     ApiAuthorization(76, "ShareGroupHeartbeat", (
-        _c(Op.READ, R.GROUP, REQ), _c(Op.DESCRIBE, R.TOPIC, FILTER, "subscribed topics")),
-        "super users only in odradek for now"),
-    ApiAuthorization(77, "ShareGroupDescribe", (_c(Op.DESCRIBE, R.GROUP, ITEM),),
-                     "super users only in odradek for now"),
+        _c(Op.READ, R.GROUP, REQ),
+        _c(Op.DESCRIBE, R.TOPIC, REQ, "every subscribed topic"))),
+    ApiAuthorization(77, "ShareGroupDescribe", (_c(Op.DESCRIBE, R.GROUP, ITEM),)),
     ApiAuthorization(78, "ShareFetch", (
-        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM)),
-        "super users only in odradek for now"),
+        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM))),
     ApiAuthorization(79, "ShareAcknowledge", (
-        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM)),
-        "super users only in odradek for now"),
+        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM))),
+    # the share coordinator's inter-broker APIs
+    ApiAuthorization(83, "InitializeShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(84, "ReadShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(85, "WriteShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(86, "DeleteShareGroupState", (_c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(87, "ReadShareGroupStateSummary", (
+        _c(Op.CLUSTER_ACTION, R.CLUSTER, REQ),)),
+    ApiAuthorization(90, "DescribeShareGroupOffsets", (
+        _c(Op.DESCRIBE, R.GROUP, ITEM), _c(Op.DESCRIBE, R.TOPIC, ITEM))),
+    ApiAuthorization(91, "AlterShareGroupOffsets", (
+        _c(Op.READ, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM))),
+    ApiAuthorization(92, "DeleteShareGroupOffsets", (
+        _c(Op.DELETE, R.GROUP, REQ), _c(Op.READ, R.TOPIC, ITEM))),
 )
 
 OPERATIONS: dict[int, ApiAuthorization] = {a.api_key: a for a in _TABLE}

@@ -50,17 +50,19 @@ _TOPIC_ITEMS: dict[int, tuple[str, str, Op]] = {
 # API -> (request list of group ids, operation) for per-group checks
 _GROUP_ITEMS: dict[int, tuple[str, Op]] = {
     15: ("groups", Op.DESCRIBE), 42: ("groups_names", Op.DELETE),
-    69: ("group_ids", Op.DESCRIBE),
+    69: ("group_ids", Op.DESCRIBE), 77: ("group_ids", Op.DESCRIBE),
 }
 # API -> operation on the request's group_id
 _GROUP_REQUEST: dict[int, Op] = {
     8: Op.READ, 11: Op.READ, 12: Op.READ, 13: Op.READ, 14: Op.READ, 25: Op.READ,
     28: Op.READ, 47: Op.DELETE, 68: Op.READ,
+    76: Op.READ, 78: Op.READ, 79: Op.READ, 91: Op.READ, 92: Op.DELETE,
 }
 _TXN_REQUEST = (25, 26, 28)  # WRITE on the request's transactional_id
 _NO_CHECK = frozenset({17, 18, 36, 60, 71, 72})
 _HANDLED_HERE = frozenset({0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22,
-                           23, 25, 26, 28, 32, 33, 37, 42, 44, 47, 61, 65, 66, 68, 69, 75})
+                           23, 25, 26, 28, 32, 33, 37, 42, 44, 47, 61, 65, 66, 68, 69, 75,
+                           76, 77, 78, 79, 90, 91, 92})
 
 
 @dataclass
@@ -185,6 +187,55 @@ class RequestAuthorizer:
         ctx.topic_denied = lambda name: not self.allowed(
             ctx, Op.DESCRIBE, R.TOPIC, name, log_denied=bool(request.topics))
         return Verdict(request)
+
+    # ---- share groups: the share handlers consult ctx.topic_denied per topic ------------
+
+    def _api_76(self, ctx: RequestContext, request: Any) -> Verdict:  # ShareGroupHeartbeat
+        names = set(request.subscribed_topic_names or ())
+        # as Kafka: a member may not subscribe to topics it cannot see
+        if any(not self.allowed(ctx, Op.DESCRIBE, R.TOPIC, n) for n in sorted(names)):
+            raise KafkaError("The group has subscribed to topics that are not authorized.",
+                             TOPIC_DENIED)
+        return Verdict(request)
+
+    def _share_topics(self, ctx: RequestContext, op: Op) -> None:
+        ctx.topic_denied = lambda name: not self.allowed(ctx, op, R.TOPIC, name)
+
+    def _api_78(self, ctx: RequestContext, request: Any) -> Verdict:  # ShareFetch
+        self._share_topics(ctx, Op.READ)
+        return Verdict(request)
+
+    def _api_79(self, ctx: RequestContext, request: Any) -> Verdict:  # ShareAcknowledge
+        self._share_topics(ctx, Op.READ)
+        return Verdict(request)
+
+    def _api_91(self, ctx: RequestContext, request: Any) -> Verdict:  # AlterShareGroupOffsets
+        self._share_topics(ctx, Op.READ)
+        return Verdict(request)
+
+    def _api_92(self, ctx: RequestContext, request: Any) -> Verdict:  # DeleteShareGroupOffsets
+        self._share_topics(ctx, Op.READ)
+        return Verdict(request)
+
+    def _api_90(self, ctx: RequestContext, request: Any) -> Verdict:
+        """DescribeShareGroupOffsets: DESCRIBE on each group (a denied one answers
+        GROUP_AUTHORIZATION_FAILED), DESCRIBE on each topic (its partitions answer
+        TOPIC_AUTHORIZATION_FAILED)."""
+        self._share_topics(ctx, Op.DESCRIBE)
+        denied = [g.group_id for g in request.groups
+                  if not self.allowed(ctx, Op.DESCRIBE, R.GROUP, g.group_id)]
+        if not denied:
+            return Verdict(request)
+        keep = tuple(g for g in request.groups if g.group_id not in denied)
+
+        def finish(response: Any) -> Any:
+            schema = ctx.schema
+            extra = tuple(schema.DescribeShareGroupOffsetsResponseGroup(
+                group_id=g, topics=(), error_code=GROUP_DENIED,
+                error_message="Group authorization failed.") for g in denied)
+            return replace(response, groups=tuple(response.groups) + extra)
+
+        return Verdict(replace(request, groups=keep), finish)
 
     def _api_9(self, ctx: RequestContext, request: Any) -> Verdict:  # OffsetFetch
         if ctx.version >= 8:

@@ -30,6 +30,7 @@ from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.share import ShareConfig, ShareGroups
+from odradek.coordinator.share.state import SHARE_STATE_TOPIC
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
 from odradek.protocol.errors import KafkaStorageError
 from odradek.replication.channel import ChannelSecurity
@@ -55,6 +56,11 @@ from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
 from odradek.server.quota_step import QuotaStep
+from odradek.server.share_storage import (
+    BrokerPersister,
+    create_share_state_coordinator,
+    follow_share_state_leadership,
+)
 from odradek.server.txn_storage import BrokerTransactions
 from odradek.storage import file_handles
 from odradek.storage.checkpoints import (
@@ -105,6 +111,7 @@ class Broker:
         self.replicas: ReplicaManager
         self.groups: GroupCoordinator
         self.shares: ShareGroups
+        self.share_persister: BrokerPersister
         self.transactions: BrokerTransactions
         self.pipeline: RequestPipeline
         self.quotas = QuotaStep({}, int(config["quota.window.num"]),
@@ -189,8 +196,11 @@ class Broker:
         self.groups = create_group_coordinator(self)
         follow_leadership(self)  # loads the groups of the offsets partitions we lead
         self.groups.start()
+        share_state = create_share_state_coordinator(self)
+        self.share_persister = BrokerPersister(self, share_state)
         self.shares = ShareGroups(ShareConfig.from_broker(self.config.values()),
-                                  self.groups.log.topics, self.replicas)
+                                  self.groups.log.topics, self.replicas, share_state,
+                                  self.share_persister)
         self._follow_share_leadership()
         self.shares.start()
         self.transactions = BrokerTransactions(self)
@@ -239,6 +249,7 @@ class Broker:
             self.groups.stop()
         if hasattr(self, "shares"):
             self.shares.stop()
+            self.share_persister.close()
         if hasattr(self, "transactions"):
             self.transactions.stop()
         for server in self._servers:
@@ -382,8 +393,11 @@ class Broker:
         )
 
     def _follow_share_leadership(self) -> None:
-        """Share groups live in the offsets partitions, as consumer groups do."""
+        """Share groups live in the offsets partitions, as consumer groups do; their
+        partitions' state in `__share_group_state`."""
         self.shares.coordinator.follow(led_partitions(self, OFFSETS_TOPIC))
+        if self.shares.state is not None:
+            follow_share_state_leadership(self, self.shares.state)
 
     def track(self, task: asyncio.Future[Any]) -> None:
         self._tasks.add(task)
@@ -527,7 +541,7 @@ class Broker:
         # events name it; brokers coming and going, or our own fencing, move any of them
         if event in ("created", "partitions", "deleted", "partition-state", "brokers",
                      "session"):
-            if topic in ("", "__consumer_offsets"):
+            if topic in ("", "__consumer_offsets", SHARE_STATE_TOPIC):
                 follow_leadership(self)
                 self._follow_share_leadership()
             if topic in ("", TRANSACTION_STATE_TOPIC):

@@ -28,6 +28,7 @@ import logging
 import struct
 from typing import TYPE_CHECKING, Any, cast
 
+from odradek.coordinator.share.sessions import connection_of
 from odradek.server.handlers.base import CLOSE_CONNECTION, AwaitingReplicas
 from odradek.server.pipeline import Client
 from odradek.storage.descriptors import is_exhausted
@@ -115,6 +116,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.broker.connections.discard(self)
         self._queue.clear()
         self._big = None
+        shares = getattr(self.broker, "shares", None)
+        if shares is not None:  # its share sessions close: what they hold is released
+            shares.partitions.connection_closed(
+                connection_of(self.listener, self.peer[0], self.peer[1]))
 
     def pause_writing(self) -> None:
         """The client is not reading its responses: handle nothing more until it does."""

@@ -81,6 +81,7 @@ _MIRRORS: dict[int, tuple[Mirror, ...]] = {
             _m("partitions", "partition_indexes", {"partition_index": "."})),),
     65: (_m("transaction_states", "transactional_ids", {"transactional_id": "."}),),
     69: (_m("groups", "group_ids", {"group_id": "."}),),
+    77: (_m("groups", "group_ids", {"group_id": "."}),),
     75: (_m("topics", "topics", {"name": "name"}),),
 }
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import request_class
-from odradek.replication.channel import BrokerChannel
+from odradek.server.broker_channels import BrokerChannels
 
 if TYPE_CHECKING:
     from odradek.server.core import BrokerCore
@@ -34,8 +34,7 @@ UNKNOWN = -2
 class RemoteMarkers:
     def __init__(self, broker: BrokerCore) -> None:
         self.broker = broker
-        # one connection per leader, one request in flight on it (the channel's rule)
-        self._channels: dict[int, tuple[BrokerChannel, asyncio.Lock]] = {}
+        self.channels = BrokerChannels(broker, "txn-markers", TIMEOUT_S)
 
     def leader_of(self, tp: TopicPartition) -> int:
         """The partition's leader; -1 while it has none, -2 for no such partition."""
@@ -60,7 +59,7 @@ class RemoteMarkers:
                     coordinator_epoch: int, commit: bool, tps: list[TopicPartition]
                     ) -> dict[TopicPartition, ErrorCode]:
         failed = dict.fromkeys(tps, ErrorCode.not_leader_or_follower)
-        entry = self._channel(leader)
+        entry = self.channels.get(leader)
         if entry is None:
             return failed
         channel, lock = entry
@@ -86,27 +85,8 @@ class RemoteMarkers:
                     out[(topic.name, p.partition_index)] = ErrorCode(p.error_code)
         return {tp: out.get(tp, failed[tp]) for tp in tps}
 
-    def _channel(self, broker_id: int) -> tuple[BrokerChannel, asyncio.Lock] | None:
-        info = self.broker.controller.image.brokers.get(broker_id)
-        if info is None or info.fenced or not info.listeners:
-            return None
-        security = self.broker.inter_broker
-        host, port = info.endpoint(security.listener)
-        entry = self._channels.get(broker_id)
-        if entry is not None and (entry[0].host, entry[0].port) != (host, port):
-            entry[0].close()  # the broker restarted on a new address
-            entry = None
-        if entry is None:
-            entry = self._channels[broker_id] = (
-                BrokerChannel(host, port, f"txn-markers-{self.broker.node_id}", TIMEOUT_S,
-                              security=security),
-                asyncio.Lock())
-        return entry
-
     def close(self) -> None:
-        for channel, _ in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        self.channels.close()
 
 
 def split_by_leader(partitions: Iterable[TopicPartition], local_id: int,

@@ -9,6 +9,8 @@ from typing import Any
 
 AUTO_OFFSET_RESET = "share.auto.offset.reset"
 AUTO_OFFSET_RESET_CHOICES = ("latest", "earliest")
+ISOLATION_LEVEL = "share.isolation.level"
+ISOLATION_LEVEL_CHOICES = ("read_uncommitted", "read_committed")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,13 @@ or archived); from the SPEO on, none has been delivered yet.
 
 A record is delivered at most `delivery_count_limit` times. An offset inside [SPSO,
 SPEO) that the log does not hold (compaction, a transaction marker) is done. The SPSO
-moves past the done records at its front. State is in memory only (see
-docs/share-groups.md): a leader restart starts again from the group's
-`share.auto.offset.reset`.
+moves past the done records at its front.
+
+Every change that must survive the leader (an acknowledgement, a release, a lock
+timeout, a start offset move) bumps `changes` and calls `on_change`; the manager
+writes `state_batches()` to the share coordinator (`__share_group_state`) and a new
+leader `load()`s them back. An acquired record is written as AVAILABLE with its
+delivery count: after a restart it is delivered again.
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ class LogBatch:
 
     base_offset: int
     last_offset: int
+    # never delivered: a transaction marker, or (read_committed) an aborted
+    # transaction's records
     is_control: bool = False
 
 
@@ -129,6 +135,10 @@ class SharePartition:
     # woken when records become available again (a release, a lock timeout)
     waiters: set[Any] = field(default_factory=set)
     _acquisitions: int = 0
+    state_epoch: int = 0
+    changes: int = 0  # bumped by each change the share coordinator must hear of
+    persisted: int = 0  # the `changes` the share coordinator has taken
+    on_change: Callable[[], None] | None = None
 
     @property
     def initialized(self) -> bool:
@@ -137,6 +147,55 @@ class SharePartition:
     def initialize(self, offset: int) -> None:
         self.start_offset = self.end_offset = offset
         self.records.clear()  # a stale lock timer finds nothing it knows
+        self._changed()
+
+    def load(self, start_offset: int, batches: Iterable[tuple[int, int, int, int]],
+             state_epoch: int) -> None:
+        """The state the share coordinator kept: (first, last, state, delivery count)
+        ranges above `start_offset`; offsets between them were never written, so they
+        are available, as Kafka's SharePartition treats its initial read gaps."""
+        self.start_offset = self.end_offset = start_offset
+        self.state_epoch = state_epoch
+        self.records.clear()
+        # no more is ever in flight; a state claiming more (a bad WriteShareGroupState)
+        # must not make one entry per offset of it
+        limit = start_offset + self.limits.max_record_locks
+        for first, last, state, count in sorted(batches):
+            first, last = max(first, start_offset), min(last, limit - 1)
+            if first > last:
+                continue
+            for o in range(self.end_offset, first):
+                self.records[o] = InFlight(RecordState.AVAILABLE, 0)
+            for o in range(first, last + 1):
+                kind = RecordState(state) if state in (0, 2, 4) else RecordState.AVAILABLE
+                self.records[o] = InFlight(kind, count)
+            self.end_offset = max(self.end_offset, last + 1)
+        self._advance_start()
+        self.changes = self.persisted = 0
+
+    def state_batches(self) -> list[tuple[int, int, int, int]]:
+        """(first, last, state, delivery count) ranges of [SPSO, SPEO) as the share
+        coordinator keeps them: an acquired record as AVAILABLE, an offset the log
+        does not hold as ARCHIVED."""
+        out: list[list[int]] = []
+        records = self.records
+        for o in range(self.start_offset, self.end_offset):
+            r = records.get(o)
+            if r is None:
+                state, count = RecordState.ARCHIVED, 0
+            else:
+                state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
+                count = r.delivery_count
+            if out and out[-1][1] == o - 1 and out[-1][2] == state and out[-1][3] == count:
+                out[-1][1] = o
+            else:
+                out.append([o, o, int(state), count])
+        return [(a, b, c, d) for a, b, c, d in out]
+
+    def _changed(self) -> None:
+        self.changes += 1
+        if self.on_change is not None:
+            self.on_change()
 
     def move_start(self, log_start_offset: int) -> None:
         """The log lost records below `log_start_offset` (retention, DeleteRecords)."""
@@ -147,6 +206,7 @@ class SharePartition:
         self.start_offset = log_start_offset
         self.end_offset = max(self.end_offset, log_start_offset)
         self._advance_start()
+        self._changed()
 
     # ---- what a fetch reads and acquires ---------------------------------------------
 
@@ -169,9 +229,15 @@ class SharePartition:
         acquisition = self._acquisitions
         got: list[tuple[int, int]] = []  # (offset, delivery count)
         locks_full = False
+        expected = -1
         for batch in batches:
             if len(got) >= max_records:
                 break
+            if 0 <= expected < batch.base_offset:
+                self._archive_missing(expected, batch.base_offset)
+            expected = batch.last_offset + 1
+            if batch.is_control:
+                self._archive_missing(batch.base_offset, batch.last_offset + 1)
             for o in range(max(batch.base_offset, self.start_offset), batch.last_offset + 1):
                 if len(got) >= max_records:
                     break
@@ -200,6 +266,14 @@ class SharePartition:
             self.call_later(self.limits.lock_duration_ms / 1000,
                             lambda: self._lock_timed_out(acquisition, offsets))
         return _ranges(got)
+
+    def _archive_missing(self, first: int, end: int) -> None:
+        """Offsets the log does not hold (compacted, a marker) that a loaded state
+        had as available: they are never delivered."""
+        for o in range(max(first, self.start_offset), min(end, self.end_offset)):
+            r = self.records.get(o)
+            if r is not None and r.state is RecordState.AVAILABLE:
+                r.state = RecordState.ARCHIVED
 
     # ---- acknowledgements ----------------------------------------------------------
 
@@ -231,6 +305,7 @@ class SharePartition:
                     r.state = RecordState.ARCHIVED
                 r.member = None
         self._advance_start()
+        self._changed()
         if released:
             self._wake()
 
@@ -243,6 +318,7 @@ class SharePartition:
                 count += 1
         if count:
             self._advance_start()
+            self._changed()
             self._wake()
         return count
 
@@ -257,13 +333,16 @@ class SharePartition:
         return True
 
     def _lock_timed_out(self, acquisition: int, offsets: list[int]) -> None:
-        released = False
+        released = changed = False
         for o in offsets:
             r = self.records.get(o)
             if r is not None and r.state is RecordState.ACQUIRED \
                     and r.acquisition == acquisition:
                 released |= self._release(r)
+                changed = True
         self._advance_start()
+        if changed:
+            self._changed()
         if released:
             self._wake()
 

@@ -6,7 +6,10 @@ each later ShareFetch or ShareAcknowledge carries the session's current epoch, w
 then moves on by one (wrapping to 1); -1 closes it. A request whose session is gone
 gets SHARE_SESSION_NOT_FOUND, one with another epoch INVALID_SHARE_SESSION_EPOCH, as
 Kafka's SharePartitionManager answers. Partitions join a session with the fetches that
-name them and leave it with `forgotten_topics_data`.
+name them and leave it with `forgotten_topics_data`. A session belongs to the
+connection that opened it: when that connection closes, the session closes too and
+what the member holds is released, as Kafka's share session cache does on a
+disconnect (a worker that dies gives its records back at once, not at lock expiry).
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ INT32_MAX = 2**31 - 1
 TopicIdPartition = tuple[uuid.UUID, int]
 
 
+def connection_of(listener: str, host: str, port: int) -> str:
+    """A connection's name while it is open (the broker's side of a TCP connection)."""
+    return f"{listener}/{host}:{port}"
+
+
 def next_epoch(epoch: int) -> int:
     return 1 if epoch >= INT32_MAX else epoch + 1
 
@@ -34,6 +42,7 @@ class ShareSession:
     member_id: str
     epoch: int = 1  # the epoch the next request must carry
     partitions: list[TopicIdPartition] = field(default_factory=list)
+    connection: str = ""  # the connection that opened it
 
     def update(self, add: Iterable[TopicIdPartition],
                forget: Iterable[TopicIdPartition]) -> None:
@@ -101,6 +110,9 @@ class ShareSessionCache:
                              ErrorCode.invalid_share_session_epoch)
         session.epoch = next_epoch(session.epoch)
         return session
+
+    def of_connection(self, connection: str) -> list[ShareSession]:
+        return [s for s in self._sessions.values() if s.connection == connection]
 
     def remove(self, group_id: str, member_id: str) -> ShareSession | None:
         return self._sessions.pop((group_id, member_id), None)

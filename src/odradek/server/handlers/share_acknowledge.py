@@ -42,10 +42,14 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         manager.sessions.for_acknowledge(group_id, member_id, request.share_session_epoch)
     except KafkaError as e:
         return answer(e, {})
-    results = acknowledge_all(ctx, group_id, member_id, request.topics)
-    if request.share_session_epoch == FINAL_EPOCH:
-        manager.release_member(group_id, member_id)
-    return answer(None, results)
+
+    async def run() -> Any:
+        results = await acknowledge_all(ctx, group_id, member_id, request.topics)
+        if request.share_session_epoch == FINAL_EPOCH:
+            manager.release_member(group_id, member_id)
+        return answer(None, results)
+
+    return run()
 
 
 HANDLER = ApiHandler(API_KEY, 1, 2, handle)

@@ -3,8 +3,9 @@ as the requests carry them."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator.share.partition import AckBatch, validate_ack_batches
@@ -25,6 +26,20 @@ def shares(ctx: RequestContext) -> ShareGroups:
     return port
 
 
+def topic_denied(ctx: RequestContext, name: str | None) -> KafkaError | None:
+    """TOPIC_AUTHORIZATION_FAILED when the authorizer denies this topic (the operation
+    the request needs: the authorization step set `ctx.topic_denied`)."""
+    if name is not None and ctx.topic_denied is not None and ctx.topic_denied(name):
+        return KafkaError("Topic authorization failed.", ErrorCode.topic_authorization_failed)
+    return None
+
+
+def topic_id_denied(ctx: RequestContext, topic_id: uuid.UUID) -> KafkaError | None:
+    if ctx.topic_denied is None:
+        return None
+    return topic_denied(ctx, shares(ctx).topics.name_of(topic_id))
+
+
 def check_ids(group_id: str | None, member_id: str | None) -> tuple[str, str]:
     if not group_id:
         raise KafkaError("the group id is empty", ErrorCode.invalid_group_id)
@@ -33,11 +48,13 @@ def check_ids(group_id: str | None, member_id: str | None) -> tuple[str, str]:
     return group_id, member_id
 
 
-def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
-                    topics: Iterable[Any]) -> dict[TopicIdPartition, KafkaError | None]:
-    """Apply each partition's acknowledgement batches; the error of each, if any."""
+async def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
+                          topics: Iterable[Any]) -> dict[TopicIdPartition, KafkaError | None]:
+    """Apply each partition's acknowledgement batches; the error of each, if any, once
+    the share coordinator has them (every partition's write at once)."""
     manager = shares(ctx).partitions
     results: dict[TopicIdPartition, KafkaError | None] = {}
+    pending: dict[TopicIdPartition, Awaitable[KafkaError | None]] = {}
     for t in topics:
         for p in t.partitions:
             batches = [AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
@@ -45,13 +62,21 @@ def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
             if not batches:
                 continue
             tp = (t.topic_id, p.partition_index)
+            denied = topic_id_denied(ctx, t.topic_id)
+            if denied is not None:
+                results[tp] = denied
+                continue
             try:
                 validate_ack_batches(batches)
             except KafkaError as e:
                 results[tp] = e
                 continue
-            results[tp] = manager.acknowledge(group_id, member_id, t.topic_id,
+            pending[tp] = manager.acknowledge(group_id, member_id, t.topic_id,
                                               p.partition_index, batches)
+            results[tp] = None
+    if pending:
+        errors = await asyncio.gather(*pending.values())
+        results.update(zip(pending, errors, strict=True))
     return results
 
 
@@ -63,6 +88,9 @@ STRING_TYPE = 2  # DescribeConfigs' config_type for a string
 GROUP_CONFIG_DOCS = {
     "share.auto.offset.reset": "Where a share group starts reading a partition it has no "
                                "state for: latest or earliest.",
+    "share.isolation.level": "read_committed: deliver only committed transactions' "
+                             "records, up to the last stable offset; read_uncommitted: "
+                             "everything up to the high watermark.",
 }
 
 

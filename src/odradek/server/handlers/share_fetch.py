@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.coordinator.share.manager import Fetched
-from odradek.coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH
+from odradek.coordinator.share.sessions import FINAL_EPOCH, INITIAL_EPOCH, connection_of
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build, ms, to_ms
 from odradek.server.handlers.share_common import (
@@ -23,6 +23,7 @@ from odradek.server.handlers.share_common import (
     check_ids,
     has_acks,
     shares,
+    topic_id_denied,
 )
 
 API_KEY = 78
@@ -76,28 +77,40 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         forget = [(t.topic_id, i) for t in request.forgotten_topics_data for i in t.partitions]
         session = manager.sessions.for_fetch(group_id, member_id, epoch, add, forget,
                                              has_acks(request.topics))
+        if epoch == INITIAL_EPOCH:
+            session.connection = connection_of(ctx.listener, ctx.client_host,
+                                               ctx.client_port)
     except KafkaError as e:
         return _response(ctx, [], {}, False, e)
-    acks = acknowledge_all(ctx, group_id, member_id, request.topics)
+    return _fetch(ctx, request, group_id, member_id, session)
+
+
+async def _fetch(ctx: RequestContext, request: Any, group_id: str, member_id: str,
+                 session: Any) -> Any:
+    epoch = request.share_session_epoch
+    manager = shares(ctx).partitions
+    acks = await acknowledge_all(ctx, group_id, member_id, request.topics)
     if epoch == FINAL_EPOCH:
         manager.release_member(group_id, member_id)
         return _response(ctx, [], acks, False)
     max_records = request.max_records if request.max_records > 0 else 2**31 - 1
-    tps = list(session.partitions)
+    denied = [Fetched(tp[0], tp[1], error=e) for tp in session.partitions
+              if (e := topic_id_denied(ctx, tp[0])) is not None]
+    tps = [tp for tp in session.partitions if tp not in {(d.topic_id, d.index)
+                                                          for d in denied}]
+    await manager.load(group_id, tps)
     answers, acquired = manager.acquire(group_id, member_id, tps, request.max_bytes,
                                         max_records)
+    answers += denied
     max_wait_ms = to_ms(request.max_wait)
     if acquired or max_wait_ms <= 0 or not tps or any(a.error for a in answers):
         return _response(ctx, answers, acks, epoch == INITIAL_EPOCH)
-
-    async def wait_then_acquire() -> Any:
-        await manager.waiter(group_id, tps).wait(max_wait_ms / 1000)
-        if manager.sessions.get(group_id, member_id) is not session:
-            return _response(ctx, [], acks, False)  # closed or replaced meanwhile
-        again, _ = manager.acquire(group_id, member_id, tps, request.max_bytes, max_records)
-        return _response(ctx, again, acks, epoch == INITIAL_EPOCH)
-
-    return wait_then_acquire()
+    await manager.waiter(group_id, tps).wait(max_wait_ms / 1000)
+    if manager.sessions.get(group_id, member_id) is not session:
+        return _response(ctx, [], acks, False)  # closed or replaced meanwhile
+    await manager.load(group_id, tps)
+    again, _ = manager.acquire(group_id, member_id, tps, request.max_bytes, max_records)
+    return _response(ctx, again + denied, acks, epoch == INITIAL_EPOCH)
 
 
 HANDLER = ApiHandler(API_KEY, 1, 2, handle)
