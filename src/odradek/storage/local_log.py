@@ -25,6 +25,7 @@ from typing import NamedTuple
 from odradek.protocol.errors import KafkaStorageError
 from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.deleter import DelayedDeleter
+from odradek.storage.file_records import FileRecords
 from odradek.storage.log_config import LogConfig
 from odradek.storage.segment import (
     CLEANED_SUFFIX,
@@ -47,7 +48,7 @@ __all__ = ["LocalLog", "SegmentRead"]
 class SegmentRead(NamedTuple):
     """Whole batches read from one segment."""
 
-    records: bytes
+    records: bytes | FileRecords
     first_offset: int  # base offset of the first batch, or the offset asked for
     segment_base_offset: int
     position: int
@@ -160,7 +161,8 @@ class LocalLog:
     # -------------------------------------------------------------- reads
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool,
+        file_records: bool = False,
     ) -> SegmentRead | None:
         """Whole batches from the one holding `offset`, none holding an offset ≥
         `max_offset`; None when no segment has a batch reaching `offset`."""
@@ -170,7 +172,7 @@ class LocalLog:
         while i < len(segments):
             seg = segments[i]
             max_position = self._max_position(seg, max_offset, leo)
-            data = seg.read(offset, max_bytes, max_position, min_one_batch)
+            data = seg.read(offset, max_bytes, max_position, min_one_batch, file_records)
             if data is not None:
                 first = data.first_offset if data.records else offset
                 return SegmentRead(data.records, first, seg.base_offset, data.position)

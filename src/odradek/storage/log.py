@@ -39,6 +39,7 @@ from odradek.protocol.errors import (
 )
 from odradek.storage import transactions
 from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from odradek.storage.file_records import FileRecords
 from odradek.storage.flush_queue import FlushQueue
 from odradek.storage.loader import LogLoader, rebuild_producer_state
 from odradek.storage.local_log import LocalLog
@@ -177,15 +178,15 @@ class Log:
             self.log_start_offset,
         )  # fmt: skip
 
-    def collect_aborted_transactions(self, start: int, records: bytes) -> list[tuple[int, int]]:
+    def collect_aborted_transactions(self, start: int, records: bytes | FileRecords
+                                     ) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions overlapping `records`,
         read from `start`: what a read_committed fetch returns with them."""
         if not records:
             return []
-        return self.txn_indexes.collect(
-            self._local.segments_from(start), start,
-            lambda: transactions.next_offset_after(records),
-        )  # fmt: skip
+        upper = records.next_offset if isinstance(records, FileRecords) else \
+            lambda: transactions.next_offset_after(records)
+        return self.txn_indexes.collect(self._local.segments_from(start), start, upper)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -411,10 +412,12 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        file_records: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding `offset`, up to `max_bytes` (the first
         batch whole even if larger, when `min_one_batch` — KIP-74), none holding an
-        offset ≥ `max_offset` (the high watermark or LSO for consumers).
+        offset ≥ `max_offset` (the high watermark or LSO for consumers). With
+        `file_records` the batches stay in the file: a `FileRecords` slice to send.
 
         OffsetOutOfRange outside [log start, log end]; empty at the log end.
         """
@@ -428,7 +431,8 @@ class Log:
         data = None
         if offset != leo and (max_offset is None or offset < max_offset):
             try:
-                data = self._local.read(offset, max_bytes, max_offset, min_one_batch)
+                data = self._local.read(offset, max_bytes, max_offset, min_one_batch,
+                                        file_records)
             except OSError as exc:
                 raise self._io_failed("read", exc) from exc
         if data is None:

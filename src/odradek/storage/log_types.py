@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from odradek.storage.file_records import FileRecords
+
 __all__ = ["AppendInfo", "ReadResult", "now_ms", "parse_topic_partition"]
 
 
@@ -37,7 +39,7 @@ class AppendInfo:
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    records: bytes  # whole batches, possibly b""
+    records: bytes | FileRecords  # whole batches (possibly b""), or a slice of a file
     first_offset: int  # base offset of the first batch, or the offset asked for
     log_start_offset: int
     log_end_offset: int

@@ -38,6 +38,7 @@ from odradek.protocol.batch import (
 )
 from odradek.protocol.errors import CorruptMessage
 from odradek.storage.file_handles import PooledFile
+from odradek.storage.file_records import FileRecords
 from odradek.storage.index import (
     INT32_MAX,
     NO_TIMESTAMP,
@@ -46,6 +47,7 @@ from odradek.storage.index import (
     TimeIndex,
 )
 from odradek.storage.log_config import LogConfig
+from odradek.storage.segment_recovery import recover_segment
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +103,7 @@ class LogOffsetPosition(NamedTuple):
 class FetchData(NamedTuple):
     position: int  # of the first batch returned, in this segment
     first_offset: int  # base offset of the first batch returned
-    records: bytes
+    records: bytes | FileRecords
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -258,9 +260,11 @@ class LogSegment:
         max_size: int,
         max_position: int | None = None,
         min_one_batch: bool = True,
+        file_records: bool = False,
     ) -> FetchData | None:
         """Whole batches from the one holding `start_offset`, at most `max_size` bytes
-        (but the first batch whole when `min_one_batch`), never past `max_position`.
+        (but the first batch whole when `min_one_batch`), never past `max_position`:
+        read, or with `file_records` left in the file as a slice to send from it.
 
         None when no batch of this segment reaches `start_offset`.
         """
@@ -275,8 +279,21 @@ class LogSegment:
             return FetchData(first.position, first.base_offset, b"")
         end = first.position + budget
         end = limit if end >= limit else self._boundary_below(first.position, end)
+        if file_records:
+            start = first.position
+            return FetchData(start, first.base_offset, FileRecords(
+                self._file, start, end - start, lambda: self._next_offset_within(start, end)))
         data = self.read_batch(first.position, end - first.position)
         return FetchData(first.position, first.base_offset, data)
+
+    def _next_offset_within(self, start: int, end: int) -> int | None:
+        """The offset after the last batch in [start, end), a slice's batch ends: a
+        scan from the index entry nearest below `end`."""
+        pos = max(start, self.offset_index.lookup_position(end - 1).position)
+        found = None
+        for _, h in self._headers(pos, end):
+            found = h[F_BASE_OFFSET] + h[F_LAST_DELTA] + 1
+        return found
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
@@ -517,11 +534,9 @@ class LogSegment:
     ) -> int:
         """Rebuild both indexes from the log, checking every batch; cut a bad tail.
 
-        Returns the bytes dropped. The scan is the loader's (recovery lives apart from
-        the running log); see `loader.recover_segment`.
+        Returns the bytes dropped. The scan lives apart from the running segment, as
+        Kafka keeps recovery apart from the running log: `segment_recovery`.
         """
-        from odradek.storage.loader import recover_segment
-
         return recover_segment(self, on_new_epoch, latest_epoch)
 
     def file_size(self) -> int:
