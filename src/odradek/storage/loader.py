@@ -35,15 +35,17 @@ from odradek.protocol.batch import (
     F_ATTRS,
     F_BASE_OFFSET,
     F_BASE_SEQ,
+    F_EPOCH,
     F_LAST_DELTA,
     F_MAX_TS,
     F_PEPOCH,
     F_PID,
 )
 from odradek.protocol.errors import CorruptMessage
-from odradek.storage.epochs import LeaderEpochFileCache
+from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
 from odradek.storage.index import CorruptIndex
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_types import parse_topic_partition
 from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.segment import (
     CLEANED_SUFFIX,
@@ -71,6 +73,46 @@ class LoadedLog:
     log_end_offset: int
     recovery_point: int
     bytes_truncated: int  # dropped by recovery: a torn or corrupt tail
+
+
+@dataclass(slots=True)
+class LoadedPartition(LoadedLog):
+    """A partition directory loaded: its segments and offsets, and the leader epochs
+    and producer state that go with them."""
+
+    leader_epochs: LeaderEpochFileCache
+    producer_state: ProducerStateManager
+
+
+def load_partition(directory: Path, config: LogConfig, *, recovery_point: int,
+                   log_start_offset: int, clean_shutdown: bool, now_ms: int,
+                   producer_id_expiration_ms: int, must_exist: bool) -> LoadedPartition:
+    """Open (creating it unless `must_exist`) and recover a partition directory, as
+    Kafka's UnifiedLog factory does with its LogLoader; an unreadable epoch file is
+    rebuilt from the batches that survived."""
+    parse_topic_partition(directory.name)
+    if not must_exist:
+        directory.mkdir(parents=True, exist_ok=True)
+    # listed once for the loader and the producer state (FileNotFoundError: gone)
+    listing = os.listdir(directory)
+    epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
+    producers = ProducerStateManager(
+        directory, producer_id_expiration_ms=producer_id_expiration_ms, listing=listing
+    )
+    loaded = LogLoader(
+        directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+        clean_shutdown=clean_shutdown, now_ms=now_ms, leader_epochs=epochs,
+        producer_state=producers, listing=listing,
+    ).load()  # fmt: skip
+    if epochs.damaged is not None:
+        epochs.rebuild(
+            (h[F_EPOCH], h[F_BASE_OFFSET])
+            for seg in loaded.segments for _, h in seg.batches_from()
+        )  # fmt: skip
+    return LoadedPartition(
+        loaded.segments, loaded.log_start_offset, loaded.log_end_offset,
+        loaded.recovery_point, loaded.bytes_truncated, epochs, producers,
+    )  # fmt: skip
 
 
 def _base_offset_of(name: str) -> int | None:

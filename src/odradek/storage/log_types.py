@@ -36,6 +36,14 @@ class AppendInfo:
     records_count: int
     duplicate: bool = False  # an idempotent retry: nothing written, the original's offsets
 
+    @classmethod
+    def of_duplicate(cls, first_offset: int, last_offset: int, timestamp: int,
+                     log_start_offset: int, log_append_time: bool) -> AppendInfo:
+        """The original's offsets, answered again for an idempotent retry."""
+        return cls(first_offset, last_offset, timestamp, last_offset,
+                   timestamp if log_append_time else -1, log_start_offset,
+                   last_offset - first_offset + 1, duplicate=True)
+
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
