@@ -38,6 +38,7 @@ from odradek.protocol.fetch_response import ResponseParts
 from odradek.server.handlers.base import CLOSE_CONNECTION, AwaitingReplicas
 from odradek.server.pipeline import Client
 from odradek.server.response_sender import (
+    SendfileWriter,
     SliceCutShort,
     can_sendfile,
     send_in_chunks,
@@ -466,7 +467,21 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _stream(self, parts: ResponseParts) -> None:
         transport = self.transport
         assert transport is not None
-        if self._zero_copy:
+        if self._zero_copy and transport.get_write_buffer_size() == 0:
+            writer = SendfileWriter(parts)
+            try:
+                if writer.write_now(transport.get_extra_info("socket").fileno()):
+                    return  # all of it taken by the socket: no task needed
+            except SliceCutShort as exc:
+                log.warning("closing connection from %s:%d: %s", *self.peer, exc)
+                self.abort()
+                return
+            except OSError as exc:
+                log.debug("connection from %s:%d lost while sending: %s", *self.peer, exc)
+                self.abort()
+                return
+            sending = writer.finish(transport)
+        elif self._zero_copy:
             sending = send_with_sendfile(transport, parts)
         else:
             sending = send_in_chunks(transport, parts, self._wait_drained, WRITE_HIGH_WATER)

@@ -8,15 +8,17 @@ reads slowly costs a chunk and the transport's buffer, never the whole range.
 
 uvloop has no `loop.sendfile` for its transports and refuses a reader or writer on a
 descriptor a transport owns, so the sender works on a duplicate of the socket's
-descriptor: it waits until the transport's own buffer is empty (the bytes written
-before this response), then writes the response's bytes with `os.send` and its slices
-with `os.sendfile`, waiting for writability with `add_writer` on the duplicate. The
-connection writes nothing else meanwhile (its later responses wait in order).
+descriptor. When the transport holds nothing (the usual case) the response is written
+at once, bytes with `os.write` and slices with `os.sendfile`, as far as the socket
+takes it; only the rest costs a task, which waits for writability with `add_writer`
+on a duplicate of the socket's descriptor. The connection writes nothing else
+meanwhile (its later responses wait in order).
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from collections.abc import Awaitable, Callable
 
@@ -37,64 +39,86 @@ def can_sendfile(transport: asyncio.BaseTransport) -> bool:
             and transport.get_extra_info("socket") is not None)
 
 
+class SendfileWriter:
+    """Writes `parts` on a socket itself, slices with sendfile, as far as the socket
+    takes them now (`write_now`), the rest once it is writable again (`finish`)."""
+
+    def __init__(self, parts: ResponseParts) -> None:
+        self._parts = parts.parts
+        self._index = 0
+        self._done = 0  # bytes of the current part written
+
+    def write_now(self, sock: int) -> bool:
+        """Write until the socket would block or YIELD_EVERY bytes went (False), or all
+        is written (True). A slice's file is leased for each call only."""
+        parts, budget = self._parts, YIELD_EVERY
+        while self._index < len(parts):
+            part = parts[self._index]
+            try:
+                if isinstance(part, FileRecords):
+                    size = part.size
+                    n = self._sendfile(sock, part)
+                else:
+                    assert isinstance(part, bytes | bytearray)
+                    size = len(part)
+                    n = os.write(sock, memoryview(part)[self._done:])
+            except BlockingIOError:
+                return False
+            self._done += n
+            if self._done == size:
+                self._index += 1
+                self._done = 0
+            budget -= n
+            if budget <= 0 and self._index < len(parts):
+                return False  # let other connections run; the socket is still writable
+        return True
+
+    def _sendfile(self, sock: int, part: FileRecords) -> int:
+        left = part.size - self._done
+        try:
+            with part.file as fd:
+                n = os.sendfile(sock, fd, part.position + self._done, left)
+        except BlockingIOError:
+            raise
+        except OSError as exc:
+            if exc.errno in _SOCKET_ERRORS:
+                raise
+            raise SliceCutShort(f"{part}: {exc}") from exc
+        if n == 0:
+            raise SliceCutShort(f"{part}: the file ends {left} bytes short")
+        return n
+
+    async def finish(self, transport: asyncio.Transport) -> None:
+        """The rest, waiting for writability on a duplicate of the socket's descriptor
+        (the transport owns the original in the loop)."""
+        loop = asyncio.get_running_loop()
+        sock = os.dup(transport.get_extra_info("socket").fileno())
+        try:
+            while not self.write_now(sock):
+                await _writable(loop, sock)
+                if transport.is_closing():
+                    raise ConnectionResetError("connection closed")
+        finally:
+            os.close(sock)
+
+
+_SOCKET_ERRORS = {errno.EPIPE, errno.ECONNRESET, errno.ENOTCONN, errno.ESHUTDOWN}
+
+
 async def send_with_sendfile(transport: asyncio.Transport, parts: ResponseParts) -> None:
-    """Write `parts` on the transport's socket itself, slices with sendfile."""
+    """Write `parts` on the transport's socket itself once what the transport holds
+    is written (a response that follows bytes still in the transport's buffer)."""
     loop = asyncio.get_running_loop()
     sock = os.dup(transport.get_extra_info("socket").fileno())
     try:
-        # what the transport still holds goes first: wait until it is written
         while transport.get_write_buffer_size() > 0:
             await _writable(loop, sock)
             await asyncio.sleep(0)  # the transport writes on the same wake-up
             if transport.is_closing():
                 raise ConnectionResetError("connection closed")
-        since_yield = 0
-        for part in parts.parts:
-            if isinstance(part, FileRecords):
-                since_yield = await _sendfile(loop, sock, part, since_yield)
-            else:
-                assert isinstance(part, bytes | bytearray)
-                since_yield = await _send(loop, sock, memoryview(part), since_yield)
     finally:
-        loop.remove_writer(sock)
         os.close(sock)
-
-
-async def _send(loop: asyncio.AbstractEventLoop, sock: int, data: memoryview,
-                since_yield: int) -> int:
-    while data:
-        try:
-            n = os.write(sock, data)
-        except BlockingIOError:
-            await _writable(loop, sock)
-            continue
-        data = data[n:]
-        since_yield = await _pace(since_yield + n)
-    return since_yield
-
-
-async def _sendfile(loop: asyncio.AbstractEventLoop, sock: int, records: FileRecords,
-                    since_yield: int) -> int:
-    try:
-        fd = records.open()
-    except OSError as exc:
-        raise SliceCutShort(f"{records}: {exc}") from exc
-    try:
-        offset, left = records.position, records.size
-        while left:
-            try:
-                n = os.sendfile(sock, fd, offset, left)
-            except BlockingIOError:
-                await _writable(loop, sock)
-                continue
-            if n == 0:
-                raise SliceCutShort(f"{records}: the file ends {left} bytes short")
-            offset += n
-            left -= n
-            since_yield = await _pace(since_yield + n)
-    finally:
-        os.close(fd)
-    return since_yield
+    await SendfileWriter(parts).finish(transport)
 
 
 async def send_in_chunks(transport: asyncio.Transport, parts: ResponseParts,
@@ -117,13 +141,6 @@ async def send_in_chunks(transport: asyncio.Transport, parts: ResponseParts,
             raise SliceCutShort(f"{part}: {exc}") from exc
         finally:
             reader.close()
-
-
-async def _pace(since_yield: int) -> int:
-    if since_yield >= YIELD_EVERY:
-        await asyncio.sleep(0)
-        return 0
-    return since_yield
 
 
 async def _writable(loop: asyncio.AbstractEventLoop, sock: int) -> None:

@@ -7,11 +7,12 @@ position and a size — handed up through the replica manager to the connection,
 sends it with `os.sendfile` on a plaintext socket or copies it in bounded chunks under
 TLS. Nothing here touches a socket.
 
-The slice names the segment's `PooledFile`: `open()` duplicates its descriptor, so the
-bytes stay readable while they are sent even if the file is closed to stay within the
-descriptor budget, renamed `.deleted` or unlinked meanwhile (an open file keeps its
-inode). A file closed for good (a deleted partition) or cut short (a truncation) makes
-the send fail, and the connection is closed, as Kafka's FileRecords.writeTo throws.
+The slice names the segment's `PooledFile`: a sender leases it for each sendfile call
+(the descriptor budget may close it between calls; it reopens by name, and follows a
+rename to `.deleted`), or holds a duplicate of its descriptor with `open()` while it
+copies (the bytes stay readable even if the file is unlinked meanwhile). A file gone
+for good (a deleted partition) or cut short (a truncation) makes the send fail, and
+the connection is closed, as Kafka's FileRecords.writeTo throws.
 """
 
 from __future__ import annotations
