@@ -255,6 +255,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._credit >= n:
             self._credit -= n
             return True
+        if self._memory_wait:
+            return False  # already in line: `_granted` or `_granted_room` carries on
         if self._pool.try_take(n):
             self._pool_held += n
             return True
@@ -271,6 +273,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         self._credit += n
         self._update_reading()
+        self._carry_on()
+
+    def _carry_on(self) -> None:
+        """Memory came: finish what waited for it (a buffer to grow, a frame to start)."""
         if self._big is not None:
             step = self._next_step()
             if self._big_filled == len(self._big) and self._take(step):
@@ -292,6 +298,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._memory_wait = 0
         if not self._closed:
             self._update_reading()
+            self._carry_on()
 
     def _release(self, n: int) -> None:
         """A frame handled (or a response written): its bytes go back to the pool."""

@@ -93,12 +93,18 @@ class SendfileWriter:
         (the transport owns the original in the loop)."""
         loop = asyncio.get_running_loop()
         sock = os.dup(transport.get_extra_info("socket").fileno())
+        ready = asyncio.Event()
+        # registered once for the whole response: a response of many writable rounds
+        # costs no epoll change per round
+        loop.add_writer(sock, ready.set)
         try:
             while not self.write_now(sock):
-                await _writable(loop, sock)
+                ready.clear()
+                await ready.wait()
                 if transport.is_closing():
                     raise ConnectionResetError("connection closed")
         finally:
+            loop.remove_writer(sock)
             os.close(sock)
 
 

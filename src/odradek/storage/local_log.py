@@ -38,6 +38,7 @@ from odradek.storage.segment import (
     OffsetAndTimestamp,
     segment_file,
 )
+from odradek.storage.timestamp_lookup import find_offset_by_timestamp, max_timestamp_record
 from odradek.storage.validator import AssignedBatches
 
 log = logging.getLogger(__name__)
@@ -200,7 +201,7 @@ class LocalLog:
     def offset_for_timestamp(self, timestamp: int, start: int) -> OffsetAndTimestamp | None:
         for seg in self._segments:
             if seg.max_timestamp >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp, start)
+                found = find_offset_by_timestamp(seg, timestamp, start)
                 if found is not None:
                     return found
         return None
@@ -210,7 +211,7 @@ class LocalLog:
         for seg in self._segments:
             if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
                 best = seg
-        return None if best is None else best.max_timestamp_record()
+        return None if best is None else max_timestamp_record(best)
 
     # -------------------------------------------------------------- durability
 
