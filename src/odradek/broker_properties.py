@@ -196,6 +196,13 @@ BROKER_CONFIGS = ConfigTable(
                   "Time span of one client quota sample.", minimum=1, read_only=True),
         ConfigDef("queued.max.requests", _T.INT, 500,
                   "Requests queued per connection before reading pauses.", minimum=1),
+        ConfigDef("queued.max.request.bytes", _T.LONG, 104_857_600,
+                  "Request bytes all connections may hold at once (frames read, queued "
+                  "or being handled, and responses beyond a connection's write buffer); "
+                  "a connection that needs more stops reading until memory returns. "
+                  "Kafka's default -1 (no bound) is allowed; any other value must be at "
+                  "least socket.request.max.bytes. Default: 100 MiB, or "
+                  "socket.request.max.bytes when that is larger.", read_only=True),
         ConfigDef("request.timeout.ms", _T.INT, 30_000, "Longest a request may wait.",
                   minimum=0),
         ConfigDef("offsets.topic.num.partitions", _T.INT, 50,

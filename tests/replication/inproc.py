@@ -23,6 +23,7 @@ from odradek.replication.settings import ReplicaSettings
 from odradek.server.config import BrokerConfig
 from odradek.server.connection import KafkaConnection
 from odradek.server.listener_security import listener_security, no_scram
+from odradek.server.memory_pool import MemoryPool
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
@@ -58,6 +59,7 @@ class Node:
         self.connections: set[KafkaConnection] = set()
         self.max_request_size = 100 << 20
         self.max_queued_requests = 500
+        self.memory_pool = MemoryPool(100 << 20)
         self.controller = _Image(cluster)
         self._tasks: set[asyncio.Future[Any]] = set()
         self.server: asyncio.Server | None = None

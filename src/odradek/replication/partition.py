@@ -143,7 +143,9 @@ class Partition:
         end = self.log.log_end_offset
         if offset >= end:
             return b"", end
-        return self.log.read(offset, max_bytes, max_offset=end).records, end
+        records = self.log.read(offset, max_bytes, max_offset=end).records
+        assert isinstance(records, bytes)  # read as bytes: no file_records asked
+        return records, end
 
     def _append_replicated(self, records: bytearray | memoryview,
                            origin: AppendOrigin) -> AppendInfo:

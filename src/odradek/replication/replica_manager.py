@@ -32,6 +32,7 @@ from odradek.replication.fetch_session import FetchSessionCache, ReplicaFetchSes
 from odradek.replication.fetcher import FetcherManager
 from odradek.replication.partition import FollowerState, Partition, now_ms
 from odradek.replication.settings import ReplicaSettings
+from odradek.storage.file_records import FileRecords
 
 if TYPE_CHECKING:
     from odradek.cluster.metadata import MetadataImage, PartitionInfo
@@ -48,7 +49,7 @@ class PartitionRead:
 
     partition: Partition | None
     error: KafkaError | None
-    records: bytes = b""
+    records: bytes | FileRecords = b""  # a slice of a segment file for a Fetch (zero copy)
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -366,6 +367,7 @@ class ReplicaManager:
         replica_id: int = -1,
         client_rack: str = "",
         from_followers: bool = False,
+        file_records: bool = False,
     ) -> tuple[list[PartitionRead], int]:
         """Read each (partition, error, offset, partition_max_bytes) within `max_bytes` overall.
 
@@ -415,7 +417,8 @@ class ReplicaManager:
             budget = min(partition_max, max(max_bytes - total, 0))
             try:
                 result = partition.log.read(
-                    offset, budget, max_offset=limit, min_one_batch=total == 0
+                    offset, budget, max_offset=limit, min_one_batch=total == 0,
+                    file_records=file_records,
                 )
             except KafkaError as e:
                 results.append(
@@ -486,7 +489,7 @@ class ReplicaManager:
             budget = min(sp.max_bytes, max(max_bytes - total, 0))
             try:
                 records = lg.read(sp.fetch_offset, budget, max_offset=None,
-                                  min_one_batch=total == 0).records
+                                  min_one_batch=total == 0, file_records=True).records
             except KafkaError as e:
                 out[key] = PartitionRead(p, e, high_watermark=p.high_watermark,
                                          last_stable_offset=p.last_stable_offset,

@@ -52,6 +52,7 @@ from odradek.server.group_storage import (
     led_partitions,
 )
 from odradek.server.listener_security import ListenerSecurity, listener_security
+from odradek.server.memory_pool import MemoryPool
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
@@ -90,6 +91,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.max_request_size = int(config["socket.request.max.bytes"])
         self.max_queued_requests = int(config["queued.max.requests"])
+        self.memory_pool = MemoryPool(int(config["queued.max.request.bytes"]))
         self.bound: dict[str, tuple[str, int]] = {}
         self.listener_security: dict[str, ListenerSecurity] = {}
         self._authorizer: AclAuthorizer | None = None

@@ -200,7 +200,16 @@ class BrokerConfig:
                                [li.name for li in self.advertised_listeners], protocols)
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
+        self._check_memory_pool()
         ReplicaSettings.from_config(self.__getitem__)  # the replica.* combinations
+
+    def _check_memory_pool(self) -> None:
+        pool, largest = self["queued.max.request.bytes"], self["socket.request.max.bytes"]
+        if "queued.max.request.bytes" not in self.explicit:
+            self._values["queued.max.request.bytes"] = max(pool, largest)
+        elif 0 < pool < largest:
+            raise ConfigError("queued.max.request.bytes must be larger or equal to "
+                              "socket.request.max.bytes")
 
     def __getitem__(self, name: str) -> Any:
         if name in self.dynamic:

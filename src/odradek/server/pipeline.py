@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from odradek.protocol.errors import ErrorCode, InvalidRequest, KafkaError, UnsupportedVersion
+from odradek.protocol.fetch_response import ResponseParts
 from odradek.protocol.headers import peek_ids, read_request_header
 from odradek.protocol.messages import (
     api_name,
@@ -56,7 +57,7 @@ PRODUCE = 0
 # Beyond this a request without a hand-written decoder is decoded and answered in a thread.
 LARGE_REQUEST = 256 * 1024
 
-Reply = bytes | bytearray | None
+Reply = bytes | bytearray | ResponseParts | None
 """A response frame, or None when none is owed (acks=0); CLOSE_CONNECTION drops it."""
 
 Step = Callable[[RequestContext, Any], Any]

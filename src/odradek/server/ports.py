@@ -49,8 +49,8 @@ class Replicas(Protocol):
 
     def read(self, wanted: Iterable[tuple[Partition | None, KafkaError | None, int, int]],
              max_bytes: int, read_committed: bool, replica_id: int = -1,
-             client_rack: str = "", from_followers: bool = False
-             ) -> tuple[list[PartitionRead], int]: ...
+             client_rack: str = "", from_followers: bool = False,
+             file_records: bool = False) -> tuple[list[PartitionRead], int]: ...
 
     @property
     def settings(self) -> ReplicaSettings: ...

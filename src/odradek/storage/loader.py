@@ -25,40 +25,27 @@ import logging
 import os
 import struct
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from crc32c import crc32c
 
 from odradek.protocol.batch import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
-    ATTRIBUTES_OFFSET,
     F_ATTRS,
     F_BASE_OFFSET,
     F_BASE_SEQ,
-    F_CRC,
     F_EPOCH,
     F_LAST_DELTA,
-    F_LENGTH,
-    F_MAGIC,
     F_MAX_TS,
     F_PEPOCH,
     F_PID,
-    HEADER,
-    HEADER_SIZE,
-    LENGTH_OFFSET,
-    LOG_OVERHEAD,
-    MAGIC_V2,
-    MIN_BATCH_LENGTH,
-    PRODUCER_ID_OFFSET,
-    HeaderFields,
 )
 from odradek.protocol.errors import CorruptMessage
-from odradek.storage.epochs import LeaderEpochFileCache
-from odradek.storage.index import INT32_MAX, NO_TIMESTAMP, CorruptIndex
+from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from odradek.storage.index import CorruptIndex
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_types import parse_topic_partition
 from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.segment import (
     CLEANED_SUFFIX,
@@ -71,13 +58,12 @@ from odradek.storage.segment import (
     LogSegment,
     segment_file,
 )
+from odradek.storage.segment_recovery import check_segment, producer_batches
+from odradek.storage.transactions import rebuild_txn_indexes
 
 log = logging.getLogger(__name__)
 
 _INDEX_KINDS = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_RECOVERY_CHUNK = 1 << 20
-_LENGTH = struct.Struct(">i")
-_PID = struct.Struct(">q")
 
 
 @dataclass(slots=True)
@@ -89,151 +75,49 @@ class LoadedLog:
     bytes_truncated: int  # dropped by recovery: a torn or corrupt tail
 
 
+@dataclass(slots=True)
+class LoadedPartition(LoadedLog):
+    """A partition directory loaded: its segments and offsets, and the leader epochs
+    and producer state that go with them."""
+
+    leader_epochs: LeaderEpochFileCache
+    producer_state: ProducerStateManager
+
+
+def load_partition(directory: Path, config: LogConfig, *, recovery_point: int,
+                   log_start_offset: int, clean_shutdown: bool, now_ms: int,
+                   producer_id_expiration_ms: int, must_exist: bool) -> LoadedPartition:
+    """Open (creating it unless `must_exist`) and recover a partition directory, as
+    Kafka's UnifiedLog factory does with its LogLoader; an unreadable epoch file is
+    rebuilt from the batches that survived."""
+    parse_topic_partition(directory.name)
+    if not must_exist:
+        directory.mkdir(parents=True, exist_ok=True)
+    # listed once for the loader and the producer state (FileNotFoundError: gone)
+    listing = os.listdir(directory)
+    epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
+    producers = ProducerStateManager(
+        directory, producer_id_expiration_ms=producer_id_expiration_ms, listing=listing
+    )
+    loaded = LogLoader(
+        directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+        clean_shutdown=clean_shutdown, now_ms=now_ms, leader_epochs=epochs,
+        producer_state=producers, listing=listing,
+    ).load()  # fmt: skip
+    if epochs.damaged is not None:
+        epochs.rebuild(
+            (h[F_EPOCH], h[F_BASE_OFFSET])
+            for seg in loaded.segments for _, h in seg.batches_from()
+        )  # fmt: skip
+    return LoadedPartition(
+        loaded.segments, loaded.log_start_offset, loaded.log_end_offset,
+        loaded.recovery_point, loaded.bytes_truncated, epochs, producers,
+    )  # fmt: skip
+
+
 def _base_offset_of(name: str) -> int | None:
     stem = name.split(".", 1)[0]
     return int(stem) if len(stem) == 20 and stem.isdigit() else None
-
-
-def recover_segment(
-    segment: LogSegment,
-    on_new_epoch: Callable[[int, int], object] | None = None,
-    latest_epoch: int | None = None,
-) -> int:
-    """Rebuild a segment's indexes from its log, checking every batch (Kafka's
-    LogSegment.recover).
-
-    Stops at the first batch that is torn, fails its CRC, or whose offsets go
-    backwards or overflow the segment; truncates the file there. Returns the number
-    of bytes dropped. `on_new_epoch(epoch, base offset)` is told of each batch whose
-    leader epoch is above every earlier one (and above `latest_epoch`), as Kafka
-    feeds its leader epoch cache during recovery.
-    """
-    offset_index, time_index = segment.offset_index, segment.time_index
-    offset_index.reset()
-    time_index.reset()
-    file_size = segment.file_size()
-    valid = 0
-    last_index_entry = 0
-    max_ts, max_ts_offset = NO_TIMESTAMP, -1
-    next_offset = segment.base_offset
-    first_ts: int | None = None
-    buf = b""
-    view = memoryview(buf)
-    buf_start = 0
-    reason = ""
-    interval = segment.index_interval_bytes
-    base_offset = segment.base_offset
-    epoch_seen = -1 if latest_epoch is None else latest_epoch
-    # Per batch: one header unpack and one CRC over a slice of a 1 MiB read; this
-    # loop is what a restart after a crash costs, so it stays flat.
-    while valid < file_size:
-        off = valid - buf_start
-        if off + HEADER_SIZE > len(buf):
-            buf = segment.read_batch(valid, min(_RECOVERY_CHUNK, file_size - valid))
-            view = memoryview(buf)
-            buf_start, off = valid, 0
-            if len(buf) < HEADER_SIZE:
-                reason = "a torn batch header"
-                break
-        h: HeaderFields = HEADER.unpack_from(buf, off)
-        size = h[F_LENGTH] + LOG_OVERHEAD
-        if h[F_MAGIC] != MAGIC_V2 or h[F_LENGTH] < MIN_BATCH_LENGTH:
-            reason = "an invalid batch header"
-            break
-        if valid + size > file_size:
-            reason = "a torn batch"
-            break
-        if off + size > len(buf):
-            buf = segment.read_batch(valid, max(size, min(_RECOVERY_CHUNK, file_size - valid)))
-            view = memoryview(buf)
-            buf_start, off = valid, 0
-        if crc32c(view[off + ATTRIBUTES_OFFSET : off + size]) != h[F_CRC]:
-            reason = "a batch failing its CRC"
-            break
-        base, last = h[F_BASE_OFFSET], h[F_BASE_OFFSET] + h[F_LAST_DELTA]
-        if base < next_offset or h[F_LAST_DELTA] < 0 or last - base_offset > INT32_MAX:
-            reason = f"offsets {base}..{last} out of order after {next_offset}"
-            break
-        if first_ts is None:
-            first_ts = h[F_MAX_TS]
-        if h[F_MAX_TS] > max_ts:
-            max_ts, max_ts_offset = h[F_MAX_TS], last
-        if (
-            valid - last_index_entry > interval
-            and not offset_index.is_full()
-            and not time_index.is_full()
-        ):
-            offset_index.append(last, valid)
-            time_index.maybe_append(max_ts, max_ts_offset)
-            last_index_entry = valid
-        if h[F_EPOCH] > epoch_seen:
-            epoch_seen = h[F_EPOCH]
-            if on_new_epoch is not None:
-                on_new_epoch(epoch_seen, base)
-        next_offset = last + 1
-        valid += size
-    truncated = file_size - valid
-    if truncated:
-        log.warning(
-            "%s: dropping %d bytes from position %d: %s",
-            segment.log_path, truncated, valid, reason or "trailing bytes",
-        )
-        segment.truncate_file(valid)
-    segment.set_recovered_state(
-        size=valid,
-        next_offset=next_offset,
-        max_timestamp=max_ts,
-        offset_of_max_timestamp=max_ts_offset,
-        first_timestamp=first_ts if first_ts is not None else NO_TIMESTAMP,
-        bytes_since_index=valid - last_index_entry,
-    )
-    # A normally closed segment ends its time index with its max; so does this one.
-    time_index.maybe_append(max_ts, max_ts_offset, skip_full_check=True)
-    return truncated
-
-
-def check_segment(segment: LogSegment) -> None:
-    """Cheap checks of index files trusted after a clean shutdown (Kafka's
-    sanityCheck, plus: the last offset entry must point at the batch it names).
-
-    Raises CorruptIndex when they must be rebuilt.
-    """
-    offset_index, time_index = segment.offset_index, segment.time_index
-    for index_path in (offset_index.path, time_index.path):
-        if not index_path.exists() and segment.size > 0:
-            raise CorruptIndex(f"{index_path} is missing")
-    offset_index.sanity_check(segment.size)
-    time_index.sanity_check()
-    if offset_index.entries:
-        entry = offset_index.last_entry()
-        raw = segment.read_batch(entry.position, HEADER_SIZE)
-        if len(raw) < HEADER_SIZE:
-            raise CorruptIndex(f"{offset_index.path}: {entry} points past the log")
-        h = HEADER.unpack(raw)
-        if h[F_MAGIC] != MAGIC_V2 or h[F_BASE_OFFSET] + h[F_LAST_DELTA] != entry.offset:
-            raise CorruptIndex(f"{offset_index.path}: {entry} points at no such batch")
-
-
-def producer_batches(segment: LogSegment, position: int = 0) -> Iterator[tuple[int, HeaderFields]]:
-    """Headers of the batches carrying a producer id, from `position` on.
-
-    Rebuilding producer state reads every batch after the last snapshot; most carry
-    no producer id, so they are skipped on two fields without a full unpack.
-    """
-    pos, end = position, segment.size
-    while end - pos >= HEADER_SIZE:
-        buf = segment.read_batch(pos, min(_RECOVERY_CHUNK, end - pos))
-        n, off = len(buf), 0
-        while n - off >= HEADER_SIZE:
-            size = _LENGTH.unpack_from(buf, off + LENGTH_OFFSET)[0] + LOG_OVERHEAD
-            if size < HEADER_SIZE:
-                raise CorruptMessage(f"{segment.log_path}: no valid batch header at {pos + off}")
-            if pos + off + size > end:
-                return
-            if _PID.unpack_from(buf, off + PRODUCER_ID_OFFSET)[0] >= 0:
-                yield pos + off, HEADER.unpack_from(buf, off)
-            off += size
-        pos += off
 
 
 def replay_producer_state(
@@ -471,7 +355,5 @@ class LogLoader:
         self.producer_state.remove_stray_snapshots([s.base_offset for s in segments])
         rebuild_producer_state(segments, self.producer_state, log_start, log_end, self.now_ms)
         if self._recovered:
-            from odradek.storage.transactions import rebuild_txn_indexes
-
             rebuild_txn_indexes(segments, self._recovered, self.producer_state, log_start)
         return LoadedLog(segments, log_start, log_end, recovery_point, self.bytes_truncated)

@@ -25,6 +25,7 @@ from typing import NamedTuple
 from odradek.protocol.errors import KafkaStorageError
 from odradek.storage.checkpoints import fsync_dir
 from odradek.storage.deleter import DelayedDeleter
+from odradek.storage.file_records import FileRecords
 from odradek.storage.log_config import LogConfig
 from odradek.storage.segment import (
     CLEANED_SUFFIX,
@@ -37,6 +38,7 @@ from odradek.storage.segment import (
     OffsetAndTimestamp,
     segment_file,
 )
+from odradek.storage.timestamp_lookup import find_offset_by_timestamp, max_timestamp_record
 from odradek.storage.validator import AssignedBatches
 
 log = logging.getLogger(__name__)
@@ -47,7 +49,7 @@ __all__ = ["LocalLog", "SegmentRead"]
 class SegmentRead(NamedTuple):
     """Whole batches read from one segment."""
 
-    records: bytes
+    records: bytes | FileRecords
     first_offset: int  # base offset of the first batch, or the offset asked for
     segment_base_offset: int
     position: int
@@ -160,7 +162,8 @@ class LocalLog:
     # -------------------------------------------------------------- reads
 
     def read(
-        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool,
+        file_records: bool = False,
     ) -> SegmentRead | None:
         """Whole batches from the one holding `offset`, none holding an offset ≥
         `max_offset`; None when no segment has a batch reaching `offset`."""
@@ -170,7 +173,7 @@ class LocalLog:
         while i < len(segments):
             seg = segments[i]
             max_position = self._max_position(seg, max_offset, leo)
-            data = seg.read(offset, max_bytes, max_position, min_one_batch)
+            data = seg.read(offset, max_bytes, max_position, min_one_batch, file_records)
             if data is not None:
                 first = data.first_offset if data.records else offset
                 return SegmentRead(data.records, first, seg.base_offset, data.position)
@@ -198,7 +201,7 @@ class LocalLog:
     def offset_for_timestamp(self, timestamp: int, start: int) -> OffsetAndTimestamp | None:
         for seg in self._segments:
             if seg.max_timestamp >= timestamp:
-                found = seg.find_offset_by_timestamp(timestamp, start)
+                found = find_offset_by_timestamp(seg, timestamp, start)
                 if found is not None:
                     return found
         return None
@@ -208,7 +211,7 @@ class LocalLog:
         for seg in self._segments:
             if seg.size and (best is None or seg.max_timestamp > best.max_timestamp):
                 best = seg
-        return None if best is None else best.max_timestamp_record()
+        return None if best is None else max_timestamp_record(best)
 
     # -------------------------------------------------------------- durability
 

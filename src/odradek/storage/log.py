@@ -24,23 +24,22 @@ the whole log dir offline); from then on every operation raises KafkaStorageErro
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 
-from odradek.protocol.batch import F_BASE_OFFSET, F_EPOCH, BatchHeader
+from odradek.protocol.batch import BatchHeader
 from odradek.protocol.errors import (
     KafkaStorageError,
     OffsetOutOfRange,
     RecordListTooLarge,
 )
 from odradek.storage import transactions
-from odradek.storage.epochs import LEADER_EPOCH_CHECKPOINT, LeaderEpochFileCache
+from odradek.storage.file_records import FileRecords
 from odradek.storage.flush_queue import FlushQueue
-from odradek.storage.loader import LogLoader, rebuild_producer_state
+from odradek.storage.loader import LoadedPartition, load_partition, rebuild_producer_state
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_types import AppendInfo, ReadResult, parse_topic_partition
@@ -48,7 +47,6 @@ from odradek.storage.log_types import now_ms as _now_ms
 from odradek.storage.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     AppendOrigin,
-    ProducerStateManager,
 )
 from odradek.storage.segment import LogSegment, OffsetAndTimestamp
 from odradek.storage.txn_index import AbortedTxnEntry, TxnIndexes
@@ -67,33 +65,23 @@ __all__ = ["AppendInfo", "Log", "OffsetAndTimestamp", "ReadResult", "parse_topic
 
 
 class Log:
-    def __init__(
-        self,
-        directory: Path,
-        config: LogConfig,
-        segments: list[LogSegment],
-        *,
-        log_start_offset: int,
-        log_end_offset: int,
-        recovery_point: int,
-        leader_epochs: LeaderEpochFileCache,
-        producer_state: ProducerStateManager,
-        clock_ms: Callable[[], int],
-    ) -> None:
+    def __init__(self, directory: Path, config: LogConfig, loaded: LoadedPartition,
+                 clock_ms: Callable[[], int]) -> None:
+        """A log as `LogLoader` left it (use `Log.open`)."""
         self.directory = directory
         self.topic, self.partition = parse_topic_partition(directory.name)
         self.config = config
         self._lock = threading.RLock()
         self._local = LocalLog(
-            directory, config, segments, log_end_offset=log_end_offset,
-            recovery_point=recovery_point, clock_ms=clock_ms, lock=self._lock,
+            directory, config, loaded.segments, log_end_offset=loaded.log_end_offset,
+            recovery_point=loaded.recovery_point, clock_ms=clock_ms, lock=self._lock,
         )  # fmt: skip
-        self.log_start_offset = log_start_offset
-        self._high_watermark = log_start_offset
+        self.log_start_offset = loaded.log_start_offset
+        self._high_watermark = loaded.log_start_offset
         # the high watermark replication-offset-checkpoint had at start-up, if any
         self.recovered_high_watermark: int | None = None
-        self.leader_epochs = leader_epochs
-        self.producer_state = producer_state
+        self.leader_epochs = loaded.leader_epochs
+        self.producer_state = loaded.producer_state
         self._clock = clock_ms
         self.closed = False
         self.offline = False  # its log dir failed: every operation raises
@@ -114,33 +102,16 @@ class Log:
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         must_exist: bool = False,
     ) -> Log:
-        """Open (creating if needed) a partition directory, recovering it if need be.
-        `must_exist`: FileNotFoundError rather than an empty log if the dir is gone (a
-        partition found at start-up and removed meanwhile)."""
-        parse_topic_partition(directory.name)
-        if not must_exist:
-            directory.mkdir(parents=True, exist_ok=True)
-        # listed once for the loader and the producer state (FileNotFoundError: gone)
-        listing = os.listdir(directory)
-        epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
-        producers = ProducerStateManager(
-            directory, producer_id_expiration_ms=producer_id_expiration_ms, listing=listing
-        )
-        loaded = LogLoader(
-            directory, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
-            clean_shutdown=clean_shutdown, now_ms=clock_ms(), leader_epochs=epochs,
-            producer_state=producers, listing=listing,
-        ).load()  # fmt: skip
-        if epochs.damaged is not None:
-            epochs.rebuild(
-                (h[F_EPOCH], h[F_BASE_OFFSET])
-                for seg in loaded.segments for _, h in seg.batches_from()
-            )  # fmt: skip
-        return cls(
-            directory, config, loaded.segments, log_start_offset=loaded.log_start_offset,
-            log_end_offset=loaded.log_end_offset, recovery_point=loaded.recovery_point,
-            leader_epochs=epochs, producer_state=producers, clock_ms=clock_ms,
+        """Open (creating if needed) a partition directory, recovering it if need be
+        (loader.load_partition). `must_exist`: FileNotFoundError rather than an empty
+        log if the dir is gone (a partition found at start-up and removed meanwhile)."""
+        loaded = load_partition(
+            directory, config, recovery_point=recovery_point,
+            log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
+            now_ms=clock_ms(), producer_id_expiration_ms=producer_id_expiration_ms,
+            must_exist=must_exist,
         )  # fmt: skip
+        return cls(directory, config, loaded, clock_ms)
 
     def __repr__(self) -> str:
         return (
@@ -177,15 +148,15 @@ class Log:
             self.log_start_offset,
         )  # fmt: skip
 
-    def collect_aborted_transactions(self, start: int, records: bytes) -> list[tuple[int, int]]:
+    def collect_aborted_transactions(self, start: int, records: bytes | FileRecords
+                                     ) -> list[tuple[int, int]]:
         """(producer id, first offset) of aborted transactions overlapping `records`,
         read from `start`: what a read_committed fetch returns with them."""
         if not records:
             return []
-        return self.txn_indexes.collect(
-            self._local.segments_from(start), start,
-            lambda: transactions.next_offset_after(records),
-        )  # fmt: skip
+        upper = records.next_offset if isinstance(records, FileRecords) else \
+            lambda: transactions.next_offset_after(records)
+        return self.txn_indexes.collect(self._local.segments_from(start), start, upper)
 
     @property
     def segments(self) -> tuple[LogSegment, ...]:
@@ -265,16 +236,9 @@ class Log:
                 batches, first, log_append_time, origin
             )
             if duplicate is not None:
-                return AppendInfo(
-                    first_offset=duplicate.first_offset,
-                    last_offset=duplicate.last_offset,
-                    max_timestamp=duplicate.timestamp,
-                    offset_of_max_timestamp=duplicate.last_offset,
-                    log_append_time=duplicate.timestamp if log_append_time is not None else -1,
-                    log_start_offset=self.log_start_offset,
-                    records_count=duplicate.offset_delta + 1,
-                    duplicate=True,
-                )
+                return AppendInfo.of_duplicate(
+                    duplicate.first_offset, duplicate.last_offset, duplicate.timestamp,
+                    self.log_start_offset, log_append_time is not None)
             assigned = assign_offsets(buf, batches, first, leader_epoch, log_append_time)
             if leader_epoch >= 0:
                 self.leader_epochs.assign(leader_epoch, first)
@@ -360,15 +324,9 @@ class Log:
             self._index_abort(pid, first, marker_offset)
 
     def _append_info(self, assigned: AssignedBatches) -> AppendInfo:
-        return AppendInfo(
-            first_offset=assigned.first_offset,
-            last_offset=assigned.last_offset,
-            max_timestamp=assigned.max_timestamp,
-            offset_of_max_timestamp=assigned.offset_of_max_timestamp,
-            log_append_time=assigned.log_append_time,
-            log_start_offset=self.log_start_offset,
-            records_count=assigned.records_count,
-        )
+        return AppendInfo(assigned.first_offset, assigned.last_offset, assigned.max_timestamp,
+                          assigned.offset_of_max_timestamp, assigned.log_append_time,
+                          self.log_start_offset, assigned.records_count)
 
     def _check_fits_a_segment(self, size: int) -> None:
         if size > self.config.segment_bytes:
@@ -411,10 +369,12 @@ class Log:
         *,
         max_offset: int | None = None,
         min_one_batch: bool = True,
+        file_records: bool = False,
     ) -> ReadResult:
         """Whole batches from the one holding `offset`, up to `max_bytes` (the first
         batch whole even if larger, when `min_one_batch` — KIP-74), none holding an
-        offset ≥ `max_offset` (the high watermark or LSO for consumers).
+        offset ≥ `max_offset` (the high watermark or LSO for consumers). With
+        `file_records` the batches stay in the file: a `FileRecords` slice to send.
 
         OffsetOutOfRange outside [log start, log end]; empty at the log end.
         """
@@ -428,7 +388,8 @@ class Log:
         data = None
         if offset != leo and (max_offset is None or offset < max_offset):
             try:
-                data = self._local.read(offset, max_bytes, max_offset, min_one_batch)
+                data = self._local.read(offset, max_bytes, max_offset, min_one_batch,
+                                        file_records)
             except OSError as exc:
                 raise self._io_failed("read", exc) from exc
         if data is None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from odradek.storage.file_records import FileRecords
+
 __all__ = ["AppendInfo", "ReadResult", "now_ms", "parse_topic_partition"]
 
 
@@ -34,10 +36,18 @@ class AppendInfo:
     records_count: int
     duplicate: bool = False  # an idempotent retry: nothing written, the original's offsets
 
+    @classmethod
+    def of_duplicate(cls, first_offset: int, last_offset: int, timestamp: int,
+                     log_start_offset: int, log_append_time: bool) -> AppendInfo:
+        """The original's offsets, answered again for an idempotent retry."""
+        return cls(first_offset, last_offset, timestamp, last_offset,
+                   timestamp if log_append_time else -1, log_start_offset,
+                   last_offset - first_offset + 1, duplicate=True)
+
 
 @dataclass(frozen=True, slots=True)
 class ReadResult:
-    records: bytes  # whole batches, possibly b""
+    records: bytes | FileRecords  # whole batches (possibly b""), or a slice of a file
     first_offset: int  # base offset of the first batch, or the offset asked for
     log_start_offset: int
     log_end_offset: int

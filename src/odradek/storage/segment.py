@@ -6,7 +6,8 @@ them: `00000000000000001234.log`, `.index`, `.timeindex`. A suffix (`.deleted`,
 
 Appends go straight to the file descriptor with `os.write`: no Python-level buffer
 sits between an acknowledged append and the page cache, so a SIGKILL loses nothing
-that was acknowledged. Reads are `os.pread` of whole batches. The only per-batch work
+that was acknowledged. Reads are `os.pread` of whole batches, or for a Fetch a slice of
+the file (file_records.py) that the server sends with sendfile. The only per-batch work
 is reading 61-byte headers; records are decoded only to answer a timestamp query.
 """
 
@@ -22,7 +23,6 @@ from typing import NamedTuple
 
 from odradek.protocol.batch import (
     F_BASE_OFFSET,
-    F_EPOCH,
     F_LAST_DELTA,
     F_LENGTH,
     F_MAGIC,
@@ -38,6 +38,7 @@ from odradek.protocol.batch import (
 )
 from odradek.protocol.errors import CorruptMessage
 from odradek.storage.file_handles import PooledFile
+from odradek.storage.file_records import FileRecords
 from odradek.storage.index import (
     INT32_MAX,
     NO_TIMESTAMP,
@@ -46,6 +47,7 @@ from odradek.storage.index import (
     TimeIndex,
 )
 from odradek.storage.log_config import LogConfig
+from odradek.storage.segment_recovery import recover_segment
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +103,7 @@ class LogOffsetPosition(NamedTuple):
 class FetchData(NamedTuple):
     position: int  # of the first batch returned, in this segment
     first_offset: int  # base offset of the first batch returned
-    records: bytes
+    records: bytes | FileRecords
 
 
 class OffsetAndTimestamp(NamedTuple):
@@ -200,7 +202,8 @@ class LogSegment:
 
     # -------------------------------------------------------------- offsets
 
-    def _lookup(self, offset: int) -> int:
+    def position_for(self, offset: int) -> int:
+        """Where to start scanning for `offset`: its index entry's position."""
         try:
             return self.offset_index.lookup(offset).position
         except CorruptIndex as exc:
@@ -211,7 +214,7 @@ class LogSegment:
     def translate_offset(self, offset: int, start_position: int = 0) -> LogOffsetPosition | None:
         """The first batch whose last offset is ≥ `offset`: index lookup, then a short scan."""
         # The hottest loop of a fetch, so written out flat rather than over _headers.
-        pos = max(self._lookup(offset), start_position)
+        pos = max(self.position_for(offset), start_position)
         end = self.size
         unpack = PREFIX.unpack_from
         while end - pos >= HEADER_SIZE:
@@ -258,9 +261,11 @@ class LogSegment:
         max_size: int,
         max_position: int | None = None,
         min_one_batch: bool = True,
+        file_records: bool = False,
     ) -> FetchData | None:
         """Whole batches from the one holding `start_offset`, at most `max_size` bytes
-        (but the first batch whole when `min_one_batch`), never past `max_position`.
+        (but the first batch whole when `min_one_batch`), never past `max_position`:
+        read, or with `file_records` left in the file as a slice to send from it.
 
         None when no batch of this segment reaches `start_offset`.
         """
@@ -275,8 +280,21 @@ class LogSegment:
             return FetchData(first.position, first.base_offset, b"")
         end = first.position + budget
         end = limit if end >= limit else self._boundary_below(first.position, end)
+        if file_records:
+            start = first.position
+            return FetchData(start, first.base_offset, FileRecords(
+                self._file, start, end - start, lambda: self._next_offset_within(start, end)))
         data = self.read_batch(first.position, end - first.position)
         return FetchData(first.position, first.base_offset, data)
+
+    def _next_offset_within(self, start: int, end: int) -> int | None:
+        """The offset after the last batch in [start, end), a slice's batch ends: a
+        scan from the index entry nearest below `end`."""
+        pos = max(start, self.offset_index.lookup_position(end - 1).position)
+        found = None
+        for _, h in self._headers(pos, end):
+            found = h[F_BASE_OFFSET] + h[F_LAST_DELTA] + 1
+        return found
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
@@ -326,7 +344,7 @@ class LogSegment:
         """Kafka's readLargestTimestamp: the time index's last entry, then a scan after it."""
         last = self.time_index.last_entry()
         ts, offset = last.timestamp, last.offset
-        for _, h in self._headers(self._lookup(last.offset), self.size):
+        for _, h in self._headers(self.position_for(last.offset), self.size):
             if h[F_MAX_TS] > ts:
                 ts, offset = h[F_MAX_TS], h[F_BASE_OFFSET] + h[F_LAST_DELTA]
         self._max_ts, self._max_ts_offset = ts, offset
@@ -367,46 +385,6 @@ class LogSegment:
             or self.time_index.is_full()
             or not self.can_convert_to_relative_offset(max_offset_in_messages)
         )
-
-    def find_offset_by_timestamp(
-        self, timestamp: int, starting_offset: int
-    ) -> OffsetAndTimestamp | None:
-        """The first record with timestamp ≥ `timestamp` and offset ≥ `starting_offset`."""
-        entry = self.time_index.lookup(timestamp)
-        position = self._lookup(max(entry.offset, starting_offset))
-        for pos, h in self._headers(position, self.size):
-            if h[F_MAX_TS] >= timestamp and h[F_BASE_OFFSET] + h[F_LAST_DELTA] >= starting_offset:
-                found = self._search_batch(
-                    pos, h, lambda ts, off: ts >= timestamp and off >= starting_offset
-                )
-                if found is not None:
-                    return found
-        return None
-
-    def max_timestamp_record(self) -> OffsetAndTimestamp | None:
-        """The max timestamp and the offset of the first record carrying it."""
-        ts = self.max_timestamp
-        if self.size == 0:
-            return None
-        for pos, h in self._headers(self._lookup(self.offset_of_max_timestamp), self.size):
-            if h[F_MAX_TS] == ts:
-                found = self._search_batch(pos, h, lambda t, _off: t == ts)
-                if found is not None:
-                    return found
-                return OffsetAndTimestamp(h[F_BASE_OFFSET] + h[F_LAST_DELTA], ts, h[F_EPOCH])
-        return None
-
-    def _search_batch(
-        self, pos: int, h: HeaderFields, match: Callable[[int, int], bool]
-    ) -> OffsetAndTimestamp | None:
-        # The one place records are decoded: a timestamp query, one batch.
-        from odradek.protocol.records import decode_batch
-
-        batch = decode_batch(self.read_batch(pos, h[F_LENGTH] + LOG_OVERHEAD), verify_crc=False)
-        for record in batch.records:
-            if match(record.timestamp, record.offset):
-                return OffsetAndTimestamp(record.offset, record.timestamp, h[F_EPOCH])
-        return None
 
     # -------------------------------------------------------------- writing
 
@@ -517,11 +495,9 @@ class LogSegment:
     ) -> int:
         """Rebuild both indexes from the log, checking every batch; cut a bad tail.
 
-        Returns the bytes dropped. The scan is the loader's (recovery lives apart from
-        the running log); see `loader.recover_segment`.
+        Returns the bytes dropped. The scan lives apart from the running segment, as
+        Kafka keeps recovery apart from the running log: `segment_recovery`.
         """
-        from odradek.storage.loader import recover_segment
-
         return recover_segment(self, on_new_epoch, latest_epoch)
 
     def file_size(self) -> int:

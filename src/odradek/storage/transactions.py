@@ -50,6 +50,7 @@ from odradek.storage.producer_state import (
 from odradek.storage.segment import (
     LogSegment,
 )
+from odradek.storage.segment_recovery import producer_batches
 from odradek.storage.txn_index import AbortedTxnEntry, write_index
 
 if TYPE_CHECKING:
@@ -145,8 +146,6 @@ def rebuild_txn_indexes(segments: Sequence[LogSegment], recovered: Sequence[LogS
                      if e.current_txn_first_offset is not None}
         break
     rebuilt: dict[int, list[AbortedTxnEntry]] = {id(s): [] for s in targets}
-    from odradek.storage.loader import producer_batches
-
     bases = [s.base_offset for s in segments]
     for seg in segments[max(bisect_right(bases, start) - 1, 0):]:
         found = seg.translate_offset(start) if seg.base_offset < start else None

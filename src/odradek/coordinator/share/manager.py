@@ -372,7 +372,9 @@ class SharePartitionManager:
             left = max_records - total
             if left <= 0 or not read.records:
                 continue
-            answer.records, answer.acquired = _acquire(sp, member_id, read.records, left,
+            records = read.records
+            assert isinstance(records, bytes)  # read as bytes: no file_records asked
+            answer.records, answer.acquired = _acquire(sp, member_id, records, left,
                                                        read.aborted)
             total += sum(a.last_offset - a.first_offset + 1 for a in answer.acquired)
         return answers, total

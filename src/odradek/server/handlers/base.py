@@ -20,6 +20,7 @@ from kio.index import load_entity_module
 from kio.schema.index import api_key_map
 from kio.static.constants import EntityType
 
+from odradek.protocol.fetch_response import ResponseParts
 from odradek.protocol.headers import RequestHeader
 from odradek.protocol.messages import Message
 from odradek.server.replies import CLOSE_CONNECTION as CLOSE_CONNECTION
@@ -52,7 +53,7 @@ class AwaitingReplicas:
 class Encoded:
     """A response a handler encoded itself, whole frame included (hot paths)."""
 
-    frame: bytes | bytearray
+    frame: bytes | bytearray | ResponseParts  # parts: a Fetch's records left in files
 
 
 @dataclass(frozen=True)

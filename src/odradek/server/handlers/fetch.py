@@ -10,6 +10,10 @@ Only the leader serves fetches, consumers' and followers' alike (NOT_LEADER_OR_F
 elsewhere), and a partition's `current_leader_epoch` is checked as KIP-320 says. A
 fetch with a replica id (v15+: in `replica_state`) is a follower's: it reads up to the
 log end and moves the follower's position, the high watermark and the ISR.
+
+Records are never read here: each partition's are a slice of its segment file
+(storage's FileRecords) and the response is `ResponseParts`, the encoded bytes around
+the slices; the connection sends the slices from the files (connection.py).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError, UnknownTopicId
-from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
+from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_parts
 from odradek.replication.fetch_session import ReplicaFetchSession, SessionKey
 from odradek.replication.purgatory import DelayedFetch
 from odradek.replication.replica_manager import Partition, PartitionRead
@@ -83,7 +87,7 @@ def _response(ctx: RequestContext, wanted: list[Any], reads: list[PartitionRead]
                 preferred_read_replica=r.preferred_read_replica,
             )
         )
-    return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id,
+    return Encoded(encode_fetch_parts(ctx.version, ctx.header.correlation_id,
                                          list(by_topic.items())))
 
 
@@ -95,12 +99,12 @@ def _session_response(ctx: RequestContext, session: ReplicaFetchSession,
             index=index, error_code=int(r.error.code) if r.error else 0,
             high_watermark=r.high_watermark, last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset, records=r.records))
-    return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id,
+    return Encoded(encode_fetch_parts(ctx.version, ctx.header.correlation_id,
                                          list(by_topic.items()), session_id=session.id))
 
 
 def _session_error(ctx: RequestContext, code: ErrorCode) -> Encoded:
-    return Encoded(encode_fetch_response(ctx.version, ctx.header.correlation_id, [],
+    return Encoded(encode_fetch_parts(ctx.version, ctx.header.correlation_id, [],
                                          error_code=int(code)))
 
 
@@ -185,7 +189,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     rack = (getattr(request, "rack_id", "") or "") if from_followers and \
         replicas.settings.rack_aware_selector else ""
     reads, total = replicas.read(items, max_bytes, read_committed, replica_id, rack,
-                                 from_followers)
+                                 from_followers, file_records=True)
     max_wait_ms = to_ms(request.max_wait)
     # a pointer to another replica is answered at once, as an error is (KIP-392)
     has_error = any(r.error is not None or r.preferred_read_replica >= 0 for r in reads)
@@ -198,7 +202,7 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         waiter.watch(p for p, _, _, _ in items if p is not None)
         await waiter.wait(max_wait_ms / 1000)
         again, total_again = replicas.read(items, max_bytes, read_committed, replica_id,
-                                           rack, from_followers)
+                                           rack, from_followers, file_records=True)
         ctx.metrics.on_fetch(total_again)
         return _response(ctx, wanted, again)
 
