@@ -25,6 +25,7 @@ from odradek.coordinator.txn import (
     TxnConfig,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server import features
 from odradek.server.group_storage import (
     OFFSETS_TOPIC,
     commit_timeout_ms,
@@ -32,6 +33,7 @@ from odradek.server.group_storage import (
     led_partitions,
 )
 from odradek.server.txn_markers import RemoteMarkers, split_by_leader
+from odradek.server.txn_partition_adder import PartitionAdder
 
 if TYPE_CHECKING:
     from odradek.server.broker import Broker
@@ -96,7 +98,9 @@ class BrokerTransactions:
             TxnConfig.from_broker(broker.config.values()),
             ReplicaLog(broker.replicas, TRANSACTION_STATE_TOPIC,
                        lambda: commit_timeout_ms(broker)),
-            self.markers, broker.controller.allocate_producer_id)
+            self.markers, broker.controller.allocate_producer_id,
+            transaction_version=lambda: features.level("transaction.version"))
+        self.adder = PartitionAdder(broker)  # transaction version 2's implicit add
 
     def start(self) -> None:
         self.follow_leadership()
@@ -105,6 +109,7 @@ class BrokerTransactions:
     def stop(self) -> None:
         self.coordinator.stop()
         self.markers.remote.close()
+        self.adder.close()
 
     async def ensure_topic(self) -> bool:
         """Create `__transaction_state` if it is missing; False when that failed."""
