@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
 _ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.CONFIG_USERS,
-          zd.CONFIG_CLIENTS)
+          zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS)
 
 
 class ZkMetadataStore:
@@ -86,7 +86,8 @@ class ZkMetadataStore:
         self._states: dict[TopicPartition, zd.LeaderAndIsr] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, str] = {}
-        # /config/users/<u>[/clients/<c>] and /config/clients/<c>: {path: config}
+        # /config/users/<u>[/clients/<c>], /config/clients/<c> and
+        # /config/client-metrics/<name>: {path: config}
         self._entity_configs: dict[str, dict[str, str]] = {}
         self._controller_id = -1
         self._deleting: set[str] = set()
@@ -356,7 +357,7 @@ class ZkMetadataStore:
                 self._topic_configs.pop(parts[2], None)
         elif path == zd.broker_config_path():
             self._broker_configs = zd.decode_config(value) if kind == "data" else {}
-        elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS)):
+        elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS)):
             follow |= self._apply_entity(path, parts, kind, value)
         elif path == zd.CONTROLLER:
             self._controller_id = zd.decode_controller(value) if kind == "data" else -1
@@ -365,8 +366,8 @@ class ZkMetadataStore:
         return follow
 
     def _apply_entity(self, path: str, parts: list[str], kind: str, value: Any) -> set[str]:
-        """Quota entities: a children list leads to its entities (and a user's clients);
-        an entity's data is its config."""
+        """Quota entities and client-metrics subscriptions: a children list leads to its
+        entities (and a user's clients); an entity's data is its config."""
         if _is_children_path(path):
             names = set(value or ())
             below = {f"{path}/{n}" for n in names}
@@ -395,8 +396,17 @@ class ZkMetadataStore:
         image = build_image(self.image.cluster_id, self._brokers, self._topics, self._states,
                             self._topic_configs, self._broker_configs, self._controller_id,
                             fenced_node=self.node_id if self.fenced else None)
-        quotas = {p: dict(c) for p, c in self._entity_configs.items() if c}
-        return replace(image, client_quotas=quotas) if quotas else image
+        quotas: dict[str, dict[str, str]] = {}
+        metrics: dict[str, dict[str, str]] = {}
+        for path, configs in self._entity_configs.items():
+            if not configs:
+                continue  # Kafka leaves an emptied entity's znode: nothing is set there
+            if path.startswith(zd.CONFIG_CLIENT_METRICS + "/"):
+                metrics[path.rsplit("/", 1)[1]] = dict(configs)
+            else:
+                quotas[path] = dict(configs)
+        return replace(image, client_quotas=quotas, client_metrics=metrics) \
+            if quotas or metrics else image
 
     def _publish(self) -> None:
         old, new = self.image, self._build()
@@ -549,9 +559,12 @@ class ZkMetadataStore:
         await self._read_back([*by_path, *sorted(parents)])
 
     async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
-        # /config/client-metrics is not kept on ZooKeeper yet: refused, never ignored
-        raise KafkaError("client-metrics resources are not supported with zookeeper.connect "
-                         "yet", ErrorCode.invalid_request)
+        """/config/client-metrics/<name> and a change notification, as Kafka's ZooKeeper
+        mode kept them (an emptied subscription stays an empty znode); every broker
+        watches the znodes and serves the subscription."""
+        await self._zk(zk_admin.set_configs, self.session, "client-metrics", name,
+                       dict(configs))
+        await self._read_back([f"{zd.CONFIG_CLIENT_METRICS}/{name}", zd.CONFIG_CLIENT_METRICS])
 
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         # /kafka-acl is not wired yet: the broker refuses an authorizer on ZooKeeper
@@ -657,7 +670,7 @@ class ZkMetadataStore:
 
 def _is_children_path(path: str) -> bool:
     if path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS, zd.CONFIG_USERS,
-                zd.CONFIG_CLIENTS):
+                zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS):
         return True
     parts = path.split("/")  # /config/users/<user>/clients
     return len(parts) == 5 and path.startswith(zd.CONFIG_USERS + "/") and parts[4] == "clients"
