@@ -8,10 +8,13 @@ user-visible part.
 from __future__ import annotations
 
 import datetime
+import logging
+import re
 import time
 from typing import Any
 
-from confluent_kafka import TopicPartition
+import confluent_kafka
+from confluent_kafka import Producer, TopicPartition
 
 from odradek.protocol.errors import ErrorCode
 from tests.conftest import BrokerProcess
@@ -19,6 +22,7 @@ from tests.transactions.helpers import (
     READ_UNCOMMITTED,
     consumer,
     create_topic,
+    produce_in_txn,
     read_all,
     unique,
     values,
@@ -162,3 +166,44 @@ def test_a_transaction_version_1_producer_is_unchanged(
     assert r.error_code == ErrorCode.none
     assert init(wire, tid)[2] == epoch + 1  # the end did not bump it
     assert values(read_all(txn_broker.bootstrap, topic)) == ["y"]
+
+
+class _SentRequests(logging.Handler):
+    """The (API, version) of every request librdkafka logs with debug=protocol."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: set[tuple[str, int]] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        m = re.search(r"Sent (\w+)Request \(v(\d+)", record.getMessage())
+        if m:
+            self.sent.add((m.group(1), int(m.group(2))))
+
+
+def test_confluent_kafka_transactions_work_with_version_2_finalized(
+        txn_broker: BrokerProcess) -> None:
+    """librdkafka 2.16 does not read `transaction.version`: it keeps version 1's
+    protocol (AddPartitionsToTxn v0, Produce v10, EndTxn v1), which the broker still
+    serves as Kafka 4 does. Should a later librdkafka move to version 2, the versions
+    asserted here change and this test says so."""
+    topic = create_topic(txn_broker.bootstrap, unique("rdk"))
+    handler = _SentRequests()
+    logger = logging.getLogger(f"rdkafka-{unique('p')}")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    p = Producer({"bootstrap.servers": txn_broker.bootstrap, "linger.ms": 1,
+                  "transactional.id": unique("tx"), "debug": "protocol", "logger": logger})
+    try:
+        p.init_transactions(30)
+        produce_in_txn(p, topic, ["kept"])
+        produce_in_txn(p, topic, ["dropped"], commit=False)
+        produce_in_txn(p, topic, ["kept too"])
+        p.poll(0)
+    finally:
+        p.flush(10)
+    assert values(read_all(txn_broker.bootstrap, topic)) == ["kept", "kept too"]
+    txn_apis = {(api, v) for api, v in handler.sent
+                if api in ("Produce", "EndTxn", "AddPartitionsToTxn")}
+    if confluent_kafka.libversion()[0].startswith("2.16."):
+        assert txn_apis == {("AddPartitionsToTxn", 0), ("Produce", 10), ("EndTxn", 1)}
