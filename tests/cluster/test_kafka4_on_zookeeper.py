@@ -10,8 +10,9 @@ keep the default suite short):
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka.admin import NewTopic
@@ -21,7 +22,13 @@ from kazoo.client import KazooClient
 from odradek.protocol.errors import ErrorCode
 from tests.cluster.harness import Cluster
 from tests.transactions.helpers import read_all, unique, values
-from tests.transactions.test_protocol import init, txn_batch
+from tests.transactions.test_protocol import (
+    add_partitions,
+    end_txn,
+    init,
+    produce,
+    txn_batch,
+)
 from tests.transactions.test_tv2 import committed, end_txn_v5, produce_v12, txn_offset_commit_v5
 from tests.wire import WireClient
 
@@ -76,6 +83,68 @@ def test_leaders_add_partitions_on_the_coordinator_of_another_broker(
 
     assert values(read_all(cluster.bootstrap, topic, partition)) == ["kept"]
     assert committed(cluster.bootstrap, group, topic) == 5
+
+
+def test_leaders_verify_a_transaction_version_1_write_with_the_other_coordinator(
+        cluster: Cluster) -> None:
+    """KIP-890 part 1: before taking a transaction's first batch, a leader that does not
+    coordinate the id asks the coordinator (AddPartitionsToTxn v5 verify_only); so does
+    a group coordinator before a transactional offset commit."""
+    topic = unique("tv1c")
+    admin = cluster.admin()  # held until the answer: a dropped client cancels it
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
+    leaders = cluster.wait_for(
+        lambda: (lambda ps: ps if all(ld > 0 for ld, _, _ in ps.values()) else None)(
+            cluster.partitions(topic)), 30, "leaders")
+    tid = unique("tx")
+    txn_node = coordinator_of(cluster, tid, 1)
+    partition, (leader, _, _) = next((p, v) for p, v in leaders.items() if v[0] != txn_node)
+    group = next(g for g in (unique("g") for _ in range(200))
+                 if coordinator_of(cluster, g, 0) != txn_node)
+    with WireClient(cluster.broker(txn_node).bootstrap) as coord, \
+            WireClient(cluster.broker(leader).bootstrap) as lead, \
+            WireClient(cluster.broker(coordinator_of(cluster, group, 0)).bootstrap) as gc:
+        _, pid, epoch = init(coord, tid)
+        # not added to the transaction: refused by the leader, nothing written
+        assert produce(lead, topic, txn_batch(pid, epoch, 0, "x"), tid, partition)[0] == \
+            ErrorCode.invalid_txn_state
+        assert txn_offset_commit(gc, tid, group, pid, epoch, topic, version=3) == \
+            ErrorCode.invalid_txn_state
+        assert add_partitions(coord, tid, pid, epoch, [(topic, partition)]) == {
+            (topic, partition): ErrorCode.none}
+        assert produce(lead, topic, txn_batch(pid, epoch, 0, "y"), tid, partition)[0] == \
+            ErrorCode.none
+        assert produce(lead, topic, txn_batch(pid + 1, 0, 0, "z"), tid, partition)[0] == \
+            ErrorCode.invalid_producer_id_mapping
+        assert end_txn(coord, tid, pid, epoch, commit=True) == ErrorCode.none
+    assert values(read_all(cluster.bootstrap, topic, partition)) == ["y"]
+
+
+def txn_offset_commit(c: WireClient, tid: str, group: str, pid: int, epoch: int,
+                      topic: str, version: int) -> ErrorCode:
+    """Sent to the group's coordinator, retried while its offsets partition loads."""
+    s = c.schema(28, version)
+
+    def sent() -> ErrorCode | None:
+        r = c.call(28, version, transactional_id=tid, group_id=group, producer_id=pid,
+                   producer_epoch=epoch, generation_id=-1, member_id="",
+                   group_instance_id=None, topics=(s.TxnOffsetCommitRequestTopic(
+                       name=topic, partitions=(s.TxnOffsetCommitRequestPartition(
+                           partition_index=0, committed_offset=1,
+                           committed_leader_epoch=-1, committed_metadata=""),)),))
+        code = ErrorCode(r.topics[0].partitions[0].error_code)
+        return None if code == ErrorCode.coordinator_load_in_progress else code
+
+    return wait_until(sent, 15, "the group coordinator to load")
+
+
+def wait_until(attempt: Callable[[], ErrorCode | None], timeout: float,
+               what: str) -> ErrorCode:
+    deadline = time.monotonic() + timeout
+    while (code := attempt()) is None:
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+    return code
 
 
 def push_interval_ms(c: Cluster, node_id: int, software: str) -> float:

@@ -9,6 +9,10 @@ what Kafka's AddPartitionsToTxnManager does. Kafka's error translation follows: 
 fenced producer hears INVALID_PRODUCER_EPOCH, a coordinator that cannot be reached
 NETWORK_EXCEPTION (the callers turn the retriable ones into their API's retriable
 error).
+
+Before version 2 (KIP-890 part 1) the same channel verifies instead (`verify_only`
+true): is the partition in the producer's ongoing transaction? A partition leader asks
+before taking a transaction's first batch when the coordinator is another broker.
 """
 
 from __future__ import annotations
@@ -55,6 +59,13 @@ class PartitionAdder:
             return await self._remote(transactional_id, producer_id, epoch, tps)
         return dict.fromkeys(tps, _translate(code))
 
+    async def verify(self, transactional_id: str, producer_id: int, epoch: int,
+                     partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Are the partitions in the producer's ongoing transaction? {partition: error}.
+        Asked of a coordinator on another broker (the local one answers at once)."""
+        tps = sorted(set(partitions))
+        return await self._remote(transactional_id, producer_id, epoch, tps, verify_only=True)
+
     def _coordinator_node(self, transactional_id: str) -> int:
         image = self.broker.controller.image
         topic = image.topics.get(TRANSACTION_STATE_TOPIC)
@@ -64,7 +75,8 @@ class PartitionAdder:
         return topic.partitions[partition].leader
 
     async def _remote(self, transactional_id: str, producer_id: int, epoch: int,
-                      tps: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+                      tps: list[TopicPartition], verify_only: bool = False
+                      ) -> dict[TopicPartition, ErrorCode]:
         node = self._coordinator_node(transactional_id)
         entry = None if node in (-1, self.broker.node_id) else self._channel(node)
         if entry is None:
@@ -77,7 +89,7 @@ class PartitionAdder:
         body = module.AddPartitionsToTxnRequest(transactions=(
             module.AddPartitionsToTxnTransaction(
                 transactional_id=transactional_id, producer_id=producer_id,
-                producer_epoch=epoch, verify_only=False,
+                producer_epoch=epoch, verify_only=verify_only,
                 topics=tuple(module.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
                              for t, ps in by_topic.items())),))
         try:

@@ -176,9 +176,9 @@ class BrokerTransactions:
             return ErrorCode.invalid_txn_state
         code = self.coordinator.verify(transactional_id, producer_id, epoch, tp)
         if code == ErrorCode.not_coordinator:
-            # the id's coordinator is another broker: Kafka asks it over the inter-broker
-            # channel (AddPartitionsToTxn verifyOnly, KIP-890); we accept the batch, as
-            # Kafka did before 3.6 — the coordinator still fences old epochs at EndTxn
+            # the id's coordinator is another broker: the produce handler asked it first
+            # (AddPartitionsToTxn v5 verify_only, KIP-890 part 1, or the implicit add of
+            # version 2) for a transaction's first batch here; later ones follow it
             return ErrorCode.none
         if code == ErrorCode.producer_fenced:
             return ErrorCode.invalid_producer_epoch

@@ -12,7 +12,10 @@ v12 is transaction version 2 (KIP-890 part 2): its producer sends no
 AddPartitionsToTxn, so the transactional partitions of the request are added to the
 producer's transaction first (server/txn_partition_adder.py), and a partition that
 could not be added fails with the coordinator's error, as Kafka's ReplicaManager
-answers it.
+answers it. Before v12 (KIP-890 part 1), a transaction's first batch to a partition
+whose producer's coordinator is another broker is verified with that coordinator
+(AddPartitionsToTxn v5 `verify_only`); where this broker coordinates the id, the check
+is local (`_check_transactional`).
 """
 
 from __future__ import annotations
@@ -113,11 +116,14 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any,
         return (e.code, -1, -1, -1, str(e), record_errors)
 
 
-def _implicit_adds(ctx: RequestContext, request: Any
-                   ) -> dict[tuple[int, int], list[tuple[str, int]]]:
-    """The partitions of a v12 request with transactional batches, led here, by the
-    (producer id, epoch) of their first batch."""
+def _transactional_partitions(ctx: RequestContext, request: Any, first_only: bool
+                              ) -> dict[tuple[int, int], list[tuple[str, int]]]:
+    """The partitions of a request with transactional batches, led here, by the
+    (producer id, epoch) of their first batch. `first_only`: only those where that
+    producer epoch has no transaction open yet, whose coordinator is another broker
+    (what Kafka verifies before version 2)."""
     out: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    coordinator = ctx.transactions.coordinator
     for topic_data in request.topic_data:
         for pdata in topic_data.partition_data:
             records = pdata.records
@@ -126,19 +132,33 @@ def _implicit_adds(ctx: RequestContext, request: Any
                 continue
             try:
                 header = read_header(records)
-                ctx.replicas.get_leader(topic_data.name, pdata.index)
+                partition = ctx.replicas.get_leader(topic_data.name, pdata.index)
             except KafkaError:
                 continue  # the append names the problem
+            if first_only:
+                entry = partition.log.producer_state.last_entry(header.producer_id)
+                if entry is not None and entry.producer_epoch == header.producer_epoch \
+                        and entry.current_txn_first_offset is not None:
+                    continue  # its transaction's first batch here was verified
+                if coordinator.verify(request.transactional_id, header.producer_id,
+                                      header.producer_epoch, (topic_data.name, pdata.index)
+                                      ) != ErrorCode.not_coordinator:
+                    continue  # coordinated here: checked at the append
             out.setdefault((header.producer_id, header.producer_epoch), []).append(
                 (topic_data.name, pdata.index))
     return out
 
 
 async def _add_then_produce(ctx: RequestContext, request: Any,
-                            wanted: dict[tuple[int, int], list[tuple[str, int]]]) -> Any:
+                            wanted: dict[tuple[int, int], list[tuple[str, int]]],
+                            verify_only: bool) -> Any:
     refused: dict[tuple[str, int], ErrorCode] = {}
+    adder = ctx.transactions.adder
     for (pid, epoch), tps in wanted.items():
-        added = await ctx.transactions.adder.add(request.transactional_id, pid, epoch, tps)
+        if verify_only:
+            added = await adder.verify(request.transactional_id, pid, epoch, tps)
+        else:
+            added = await adder.add(request.transactional_id, pid, epoch, tps)
         for tp, code in added.items():
             if code != ErrorCode.none:
                 refused[tp] = ErrorCode.not_enough_replicas if code in _ADD_RETRIABLE else code
@@ -149,11 +169,11 @@ async def _add_then_produce(ctx: RequestContext, request: Any,
 
 
 def handle(ctx: RequestContext, request: Any) -> Any:
-    if ctx.version >= FIRST_IMPLICIT_ADD and request.transactional_id is not None \
-            and request.acks in (-1, 0, 1):
-        wanted = _implicit_adds(ctx, request)
+    if request.transactional_id is not None and request.acks in (-1, 0, 1):
+        verify_only = ctx.version < FIRST_IMPLICIT_ADD
+        wanted = _transactional_partitions(ctx, request, first_only=verify_only)
         if wanted:
-            return _add_then_produce(ctx, request, wanted)
+            return _add_then_produce(ctx, request, wanted, verify_only)
     return _produce(ctx, request, {})
 
 
