@@ -21,15 +21,15 @@ import asyncio
 import logging
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
+from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import request_class
 from odradek.replication.channel import BrokerChannel
 
 if TYPE_CHECKING:
-    from odradek.server.broker import Broker
+    from odradek.cluster.controller import MetadataController
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +41,20 @@ TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for the inter-broker channel
 _NOT_HERE = frozenset({ErrorCode.not_coordinator})
 
 
+class _Broker(Protocol):
+    """What is read of the broker: who we are and the metadata image."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def controller(self) -> MetadataController: ...
+
+
 class PartitionAdder:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: _Broker, coordinator: TransactionCoordinator) -> None:
         self.broker = broker
+        self.coordinator = coordinator
         # one connection per coordinator, one request in flight on it (the channel's rule)
         self._channels: dict[int, tuple[BrokerChannel, asyncio.Lock]] = {}
 
@@ -52,8 +63,7 @@ class PartitionAdder:
         """Add the partitions to the producer's transaction: {partition: error}, NONE
         for each one now in it."""
         tps = sorted(set(partitions))
-        coordinator = self.broker.transactions.coordinator
-        code = await coordinator.add_partitions(transactional_id, producer_id, epoch,
+        code = await self.coordinator.add_partitions(transactional_id, producer_id, epoch,
                                                 set(tps), client_transaction_version=TV2)
         if code in _NOT_HERE:
             return await self._remote(transactional_id, producer_id, epoch, tps)
@@ -69,7 +79,7 @@ class PartitionAdder:
     def _coordinator_node(self, transactional_id: str) -> int:
         image = self.broker.controller.image
         topic = image.topics.get(TRANSACTION_STATE_TOPIC)
-        partition = self.broker.transactions.coordinator.partition_for(transactional_id)
+        partition = self.coordinator.partition_for(transactional_id)
         if topic is None or partition >= len(topic.partitions):
             return -1
         return topic.partitions[partition].leader

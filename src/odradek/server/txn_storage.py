@@ -100,7 +100,8 @@ class BrokerTransactions:
                        lambda: commit_timeout_ms(broker)),
             self.markers, broker.controller.allocate_producer_id,
             transaction_version=lambda: features.level("transaction.version"))
-        self.adder = PartitionAdder(broker)  # transaction version 2's implicit add
+        # transaction version 2's implicit add, and version 1's checks across brokers
+        self.adder = PartitionAdder(broker, self.coordinator)
 
     def start(self) -> None:
         self.follow_leadership()
