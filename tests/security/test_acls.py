@@ -266,3 +266,43 @@ def test_kafka_acls_sh_with_kafkas_documented_invocations(
     assert both.stderr.startswith("Command must include exactly one action")
     no_group = run("--add", "--allow-principal", "User:bob", "--consumer", "--topic", "x")
     assert no_group.returncode == 1 and 'Missing required argument "[group]"' in no_group.stderr
+
+
+def test_kafka_acls_sh_lists_by_principal_as_acl_command(
+        acl_broker: Broker, tmp_path: Path) -> None:
+    """`--list --principal P`: each principal's ACLs under `ACLs for principal `P``, only
+    the resources where it has some; `--principal` without `--list`, and resources
+    odradek has nothing to authorize with (delegation tokens, users), refused."""
+    props = tmp_path / "admin.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in acl_broker.client("admin").items()
+                             if k != "bootstrap.servers"))
+    base = [sys.executable, "-m", "odradek.cli.kafka", "kafka-acls", "--bootstrap-server",
+            f"127.0.0.1:{acl_broker.sasl_port}", "--command-config", str(props)]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*base, *args], capture_output=True, text=True, timeout=60)
+
+    for who, topic in (("User:carol", "carols"), ("User:dan", "dans")):
+        assert run("--add", "--allow-principal", who, "--operation", "Read",
+                   "--topic", topic).returncode == 0
+    carol = run("--list", "--principal", "User:carol")
+    assert carol.returncode == 0, carol.stderr
+    lines = carol.stdout.splitlines()
+    assert lines[0] == "ACLs for principal `User:carol`"
+    assert lines[1] == ("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, "
+                        "name=carols, patternType=LITERAL)`: ")
+    assert "User:dan" not in carol.stdout and "dans" not in carol.stdout
+    both = run("--list", "--topic", "dans", "--principal", "User:carol",
+               "--principal", "User:dan").stdout
+    assert both.index("ACLs for principal `User:carol`") < both.index(
+        "ACLs for principal `User:dan`") < both.index("name=dans")
+    assert "name=carols" not in both  # only the --topic given
+    refused = run("--add", "--allow-principal", "User:x", "--principal", "User:x",
+                  "--operation", "Read", "--topic", "t")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("The --principal option is only available if --list")
+    for flag in ("--delegation-token", "--user-principal"):
+        out = run("--add", "--allow-principal", "User:x", "--operation", "Describe", flag, "y")
+        assert out.returncode == 1
+        assert f"--{flag.lstrip('-')} is not supported by odradek: it has no delegation " \
+               "tokens" in out.stderr.splitlines()[0]

@@ -28,8 +28,8 @@ def test_kafka_python_reads_the_finalized_features(admin: KafkaAdminClient) -> N
     assert features["metadata.version"] == {"supported": (25, 25), "finalized": (25, 25),
                                             "finalized_epoch": 1}
     assert features["group.version"]["finalized"] == (1, 1)
-    # KIP-890 part 2 is not built: level 0, supported but not finalized, as Kafka lists it
-    assert features["transaction.version"] == {"supported": (0, 0)}
+    # KIP-890 part 2, finalized at 2 as Kafka 4 finalizes it for a new cluster
+    assert features["transaction.version"]["finalized"] == (2, 2)
 
 
 def test_an_update_to_the_current_level_is_accepted(admin: KafkaAdminClient) -> None:
@@ -43,7 +43,7 @@ def test_an_update_to_the_current_level_is_accepted(admin: KafkaAdminClient) -> 
      "supports versions 1-1"),
     ({"group.version": 0},
      "Can't downgrade the version of this feature without setting the upgrade type"),
-    ({"transaction.version": 2}, "only supports versions 0-0"),
+    ({"transaction.version": ("SAFE_DOWNGRADE", 1)}, "only supports versions 2-2"),
     ({"no.such.feature": 1}, "Local controller 1 does not support this feature."),
 ])
 def test_a_level_odradek_cannot_honour_is_refused(admin: KafkaAdminClient,
@@ -82,4 +82,5 @@ def test_features_ride_in_api_versions_v3_and_later(broker: BrokerProcess,
         response = w.call(18, version, **(fields if version >= 3 else {}))
     assert response.error_code == ErrorCode.none
     names = [f.name for f in getattr(response, "finalized_features", ())]
-    assert names == (["group.version", "metadata.version"] if version >= 3 else [])
+    assert names == (["group.version", "metadata.version", "transaction.version"]
+                     if version >= 3 else [])

@@ -79,6 +79,8 @@ def acls(
     cluster: bool = typer.Option(False, "--cluster"),
     pattern_type: str = typer.Option("literal", "--resource-pattern-type"),
     force: bool = typer.Option(False, "--force", help="Do not ask before removing"),
+    list_principal: list[str] = typer.Option([], "--principal",
+                                             help="With --list: only these principals' ACLs"),
 ) -> None:
     """ACLs as kafka-acls.sh manages them."""
     from confluent_kafka.admin import (
@@ -103,8 +105,10 @@ def acls(
         config.update(read_client_config(command_config))
     admin = AdminClient(config)
     resources = _resources(topic, group, transactional_id, cluster)
+    if list_principal and not list_:
+        fail("The --principal option is only available if --list is set")
     if list_:
-        _list(admin, resources, pattern)
+        _list(admin, resources, pattern, list_principal)
         return
     if not resources:
         fail("You must specify one of: --topic, --cluster, --group, --transactional-id")
@@ -149,7 +153,10 @@ def acls(
     _list(admin, resources, pattern)
 
 
-def _list(admin: Any, resources: list[tuple[Any, str]], pattern: Any) -> None:
+def _list(admin: Any, resources: list[tuple[Any, str]], pattern: Any,
+          principals: list[str] | None = None) -> None:
+    """AclCommand's listing: every matching resource's ACLs; with principals, under
+    `ACLs for principal …` each, only that principal's (and resources with some)."""
     from confluent_kafka.admin import (
         AclBindingFilter,
         AclOperation,
@@ -169,6 +176,16 @@ def _list(admin: Any, resources: list[tuple[Any, str]], pattern: Any) -> None:
                 found.setdefault(_resource_text(b), []).append(b)
     except Exception as e:
         fail(f"Error while executing ACL command: {e}")
+    if not principals:
+        _print_found(found)
+        return
+    for who in principals:
+        print(f"ACLs for principal `{who}`")
+        _print_found({resource: mine for resource, bindings in found.items()
+                      if (mine := [b for b in bindings if b.principal == who])})
+
+
+def _print_found(found: dict[str, list[Any]]) -> None:
     for resource, bindings in found.items():
         print(f"Current ACLs for resource `{resource}`: ")
         print("".join(f" \t{_show(b)} \n" for b in bindings))

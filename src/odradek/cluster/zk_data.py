@@ -28,6 +28,7 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
 CONFIG_USERS = "/config/users"  # quotas (and SCRAM credentials) per user[/clients/<c>]
 CONFIG_CLIENTS = "/config/clients"  # quotas per client id
+CONFIG_CLIENT_METRICS = "/config/client-metrics"  # KIP-714 subscriptions, by name
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 ADMIN = "/admin"

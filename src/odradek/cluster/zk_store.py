@@ -63,7 +63,8 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
 _ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.CONFIG_USERS,
-          zd.CONFIG_CLIENTS, zk_acls.LITERAL_CHANGES, zk_acls.EXTENDED_CHANGES)
+          zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS, zk_acls.LITERAL_CHANGES,
+          zk_acls.EXTENDED_CHANGES)
 SCRAM_PREFIX = "SCRAM-"  # a user's SCRAM credentials share its /config/users znode
 
 
@@ -88,7 +89,8 @@ class ZkMetadataStore:
         self._states: dict[TopicPartition, zd.LeaderAndIsr] = {}
         self._topic_configs: dict[str, dict[str, str]] = {}
         self._broker_configs: dict[str, str] = {}
-        # /config/users/<u>[/clients/<c>] and /config/clients/<c>: {path: config}
+        # /config/users/<u>[/clients/<c>], /config/clients/<c> and
+        # /config/client-metrics/<name>: {path: config}
         self._entity_configs: dict[str, dict[str, str]] = {}
         self._acls = zk_acls.AclCache()  # /kafka-acl*, followed through its notifications
         self._controller_id = -1
@@ -380,7 +382,7 @@ class ZkMetadataStore:
                 self._topic_configs.pop(parts[2], None)
         elif path == zd.broker_config_path():
             self._broker_configs = zd.decode_config(value) if kind == "data" else {}
-        elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS)):
+        elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS)):
             follow |= self._apply_entity(path, parts, kind, value)
         elif path == zd.CONTROLLER:
             self._controller_id = zd.decode_controller(value) if kind == "data" else -1
@@ -389,8 +391,8 @@ class ZkMetadataStore:
         return follow
 
     def _apply_entity(self, path: str, parts: list[str], kind: str, value: Any) -> set[str]:
-        """Quota entities: a children list leads to its entities (and a user's clients);
-        an entity's data is its config."""
+        """Quota entities and client-metrics subscriptions: a children list leads to its
+        entities (and a user's clients); an entity's data is its config."""
         if _is_children_path(path):
             names = set(value or ())
             below = {f"{path}/{n}" for n in names}
@@ -421,7 +423,13 @@ class ZkMetadataStore:
                             fenced_node=self.node_id if self.fenced else None)
         quotas: dict[str, dict[str, str]] = {}
         users: dict[str, dict[str, str]] = {}
+        metrics: dict[str, dict[str, str]] = {}
         for path, config in self._entity_configs.items():
+            if not config:
+                continue  # Kafka leaves an emptied entity's znode: nothing is set there
+            if path.startswith(zd.CONFIG_CLIENT_METRICS + "/"):
+                metrics[path.rsplit("/", 1)[1]] = dict(config)
+                continue
             quota = {k: v for k, v in config.items() if not k.startswith(SCRAM_PREFIX)}
             if quota:
                 quotas[path] = quota
@@ -431,7 +439,7 @@ class ZkMetadataStore:
                 if scram:
                     users[user] = scram
         return replace(image, client_quotas=quotas, user_configs=users,
-                       acls=self._acls.rows())
+                       acls=self._acls.rows(), client_metrics=metrics)
 
     def _publish(self) -> None:
         old, new = self.image, self._build()
@@ -586,9 +594,12 @@ class ZkMetadataStore:
         await self._read_back([*by_path, *sorted(parents)])
 
     async def set_client_metrics(self, name: str, configs: Mapping[str, str]) -> None:
-        # /config/client-metrics is not kept on ZooKeeper yet: refused, never ignored
-        raise KafkaError("client-metrics resources are not supported with zookeeper.connect "
-                         "yet", ErrorCode.invalid_request)
+        """/config/client-metrics/<name> and a change notification, as Kafka's ZooKeeper
+        mode kept them (an emptied subscription stays an empty znode); every broker
+        watches the znodes and serves the subscription."""
+        await self._zk(zk_admin.set_configs, self.session, "client-metrics", name,
+                       dict(configs))
+        await self._read_back([f"{zd.CONFIG_CLIENT_METRICS}/{name}", zd.CONFIG_CLIENT_METRICS])
 
     async def set_acls(self, acls: Sequence[tuple[str, ...]]) -> None:
         """What changed from our image, resource by resource, into Kafka's /kafka-acl
@@ -704,7 +715,7 @@ def _is_children_path(path: str) -> bool:
     if zk_acls.AclCache.handles(path):
         return zk_acls.AclCache.is_children(path)
     if path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS, zd.CONFIG_USERS,
-                zd.CONFIG_CLIENTS):
+                zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS):
         return True
     parts = path.split("/")  # /config/users/<user>/clients
     return len(parts) == 5 and path.startswith(zd.CONFIG_USERS + "/") and parts[4] == "clients"

@@ -8,9 +8,16 @@ the finalized level: claiming a range would let UpdateFeatures move a level this
 broker cannot honour.
 - metadata.version 25 (4.0-IV3): the 4.0 protocol set odradek serves;
 - group.version 1: the KIP-848 consumer group protocol is served;
-- transaction.version 0: KIP-890 part 2 (epoch bump per transaction, broker-side
-  AddPartitionsToTxn v5 verification) is not built. A level-0 feature is not listed
-  as finalized, as in Kafka.
+- transaction.version 2 (KIP-890 part 2), what Kafka 4 finalizes for a new cluster.
+  As in Kafka, the level tells clients which protocol to use; the broker serves each
+  request by its version: EndTxn v5 ends a transaction with an epoch bump, Produce v12
+  and TxnOffsetCommit v5 add their partitions to the transaction themselves (the
+  partition leader asks the coordinator: AddPartitionsToTxn v5, verify_only false),
+  while older versions (librdkafka, kafka-python, aiokafka, KafkaJS) keep transaction
+  version 1's protocol. Kafka 4 advertises those API versions whatever the level is;
+  so does odradek. The level also decides how the coordinator's own aborts (timeouts,
+  fences) bump the epoch.
+A level-0 feature is not listed as finalized, as in Kafka.
 """
 
 from __future__ import annotations
@@ -29,11 +36,17 @@ class Feature:
 FEATURES: tuple[Feature, ...] = (
     Feature("group.version", 1, 1, 1),
     Feature("metadata.version", 25, 25, 25),
-    Feature("transaction.version", 0, 0, 0),
+    Feature("transaction.version", 2, 2, 2),
 )
 BY_NAME = {f.name: f for f in FEATURES}
 # Kafka uses the metadata log offset of the last feature change; ours never change.
 FINALIZED_EPOCH = 1
+
+
+def level(name: str) -> int:
+    """The finalized level of a feature (0 when it is not finalized)."""
+    feature = BY_NAME.get(name)
+    return 0 if feature is None else feature.finalized
 
 
 def finalized() -> tuple[Feature, ...]:

@@ -25,6 +25,7 @@ from odradek.coordinator.txn import (
     TxnConfig,
 )
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.server import features
 from odradek.server.group_storage import (
     OFFSETS_TOPIC,
     commit_timeout_ms,
@@ -32,6 +33,7 @@ from odradek.server.group_storage import (
     led_partitions,
 )
 from odradek.server.txn_markers import RemoteMarkers, split_by_leader
+from odradek.server.txn_partition_adder import PartitionAdder
 
 if TYPE_CHECKING:
     from odradek.server.core import BrokerCore
@@ -95,7 +97,10 @@ class BrokerTransactions:
             TxnConfig.from_broker(broker.config.values()),
             ReplicaLog(broker.replicas, TRANSACTION_STATE_TOPIC,
                        lambda: commit_timeout_ms(broker)),
-            self.markers, broker.controller.allocate_producer_id)
+            self.markers, broker.controller.allocate_producer_id,
+            transaction_version=lambda: features.level("transaction.version"))
+        # transaction version 2's implicit add, and version 1's checks across brokers
+        self.adder = PartitionAdder(broker, self.coordinator)
 
     def start(self) -> None:
         self.follow_leadership()
@@ -104,6 +109,7 @@ class BrokerTransactions:
     def stop(self) -> None:
         self.coordinator.stop()
         self.markers.remote.close()
+        self.adder.close()
 
     async def ensure_topic(self) -> bool:
         """Create `__transaction_state` if it is missing; False when that failed."""
@@ -150,9 +156,9 @@ class BrokerTransactions:
             return ErrorCode.invalid_txn_state
         code = self.coordinator.verify(transactional_id, producer_id, epoch, tp)
         if code == ErrorCode.not_coordinator:
-            # the id's coordinator is another broker: Kafka asks it over the inter-broker
-            # channel (AddPartitionsToTxn verifyOnly, KIP-890); we accept the batch, as
-            # Kafka did before 3.6 — the coordinator still fences old epochs at EndTxn
+            # the id's coordinator is another broker: the produce handler asked it first
+            # (AddPartitionsToTxn v5 verify_only, KIP-890 part 1, or the implicit add of
+            # version 2) for a transaction's first batch here; later ones follow it
             return ErrorCode.none
         if code == ErrorCode.producer_fenced:
             return ErrorCode.invalid_producer_epoch

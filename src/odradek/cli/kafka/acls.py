@@ -4,8 +4,11 @@
 The convenience options expand as AclCommand expands them: `--producer` is WRITE,
 DESCRIBE and CREATE on the topics (with WRITE and DESCRIBE on a `--transactional-id`,
 IDEMPOTENT_WRITE on the cluster with `--idempotent`); `--consumer` is READ and DESCRIBE
-on the topics and READ on the `--group`s. Resources odradek has no ACLs for yet
-(delegation tokens, users) and listing by `--principal` are refused in one line.
+on the topics and READ on the `--group`s. `--list --principal P` prints each
+principal's ACLs under `ACLs for principal `P``, as AclCommand does. Delegation-token
+and user-principal resources are refused in one line: odradek serves no delegation
+tokens (APIs 38-41), the only thing ACLs on them authorize, and confluent-kafka's
+admin client, which carries the ACLs, has no such resource types.
 """
 
 from __future__ import annotations
@@ -89,13 +92,18 @@ class _Options:
             check_required(p, opts, self.topic, self.group)
         if opts.has(self.producer) and not opts.has(self.topic):
             usage_and_exit(p, "With --producer you must specify a --topic")
+        if opts.has(self.principal) and not opts.has(self.list):
+            usage_and_exit(p, "The --principal option is only available if --list is set")
         if opts.has(self.idempotent) and not opts.has(self.producer):
             usage_and_exit(p, "The --idempotent option is only available if --producer is "
                            "set")
-        for unsupported in (self.delegation_token, self.user_principal, self.principal,
-                            self.bootstrap_controller):
+        for unsupported in (self.delegation_token, self.user_principal):
             if opts.has(unsupported):
-                usage_and_exit(p, f"{unsupported} is not supported by odradek yet")
+                usage_and_exit(p, f"--{unsupported.name} is not supported by odradek: it has no "
+                               "delegation tokens (APIs 38-41), which such ACLs authorize")
+        if opts.has(self.bootstrap_controller):
+            usage_and_exit(p, "--bootstrap-controller is not supported by odradek: "
+                           "it has no KRaft controllers")
 
 
 def main(argv: list[str]) -> None:
@@ -115,6 +123,7 @@ def main(argv: list[str]) -> None:
         "allow_host": opts.all(spec.allow_host), "deny_host": opts.all(spec.deny_host),
         "pattern_type": opts.value(spec.pattern_type, "literal") or "literal",
         "force": opts.has(spec.force),
+        "list_principal": opts.all(spec.principal),
     }
     nothing: dict[str, object] = {"topic": [], "group": [], "transactional_id": [],
                                   "cluster": False}

@@ -18,6 +18,12 @@ partition and the old producer's later writes fail there (INVALID_PRODUCER_EPOCH
 here (PRODUCER_FENCED). A transaction open past its `transaction.timeout.ms` is fenced
 and aborted the same way by a periodic scan.
 
+Transaction version 2 (KIP-890 part 2) is chosen per request, as Kafka does: EndTxn v5
+ends the transaction with an epoch bump (end_rules.py decides retries), and a
+partition leader adds partitions for the producer (AddPartitionsToTxn v5 from the
+broker, `client_transaction_version` 2). The coordinator's own aborts (fences,
+timeouts) follow the cluster's finalized `transaction.version`.
+
 The coordinator runtime (coordinator/runtime) does the leadership, loading, writes
 and periodic jobs; each partition's ids are a shard on it (shard.py). The broker
 reaches us through `TxnLog` (the runtime's log of the `__transaction_state`
@@ -42,10 +48,14 @@ from odradek.coordinator.runtime import (
     CoordinatorTimer,
     ShardMaps,
 )
+from odradek.coordinator.txn.end_rules import Answer, decide
 from odradek.coordinator.txn.metadata import (
     EXPIRABLE,
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
     PREPARED,
+    TV2,
     TopicPartition,
     TransactionMetadata,
     TxnState,
@@ -117,8 +127,10 @@ def now_ms() -> int:
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, txn_log: TxnLog, markers: MarkerWriter,
                  allocate_producer_id: Callable[[], Awaitable[int]],
-                 clock: Callable[[], int] = now_ms) -> None:
+                 clock: Callable[[], int] = now_ms,
+                 transaction_version: Callable[[], int] = lambda: 0) -> None:
         self.config = config
+        self.transaction_version = transaction_version  # the cluster's finalized level
         self.log = txn_log
         self.markers = markers
         self.allocate_producer_id = allocate_producer_id
@@ -197,7 +209,8 @@ class TransactionCoordinator:
     async def _write(self, md: TransactionMetadata, transit: TxnTransit) -> ErrorCode:
         """Write a prepared change; apply it if the log took it."""
         partition = self.partition_for(md.transactional_id)
-        value = None if transit.state == TxnState.DEAD else encode_value(transit.log_value())
+        value = None if transit.state == TxnState.DEAD \
+            else encode_value(transit.log_value(), transit.log_value_version)
         try:
             await self.runtime.write(partition, [(encode_key(md.transactional_id), value)])
         except KafkaError as e:
@@ -288,9 +301,14 @@ class TransactionCoordinator:
         """Bump the epoch of an id whose transaction is open and abort it with the new
         epoch: its markers fence the old producer in every partition."""
         fence = md.prepare_fence()
+        # at version 2 the abort bumps the fencing epoch once more (Kafka's server-side
+        # aborts use the cluster's level), unless that would pass the last epoch
+        version = self.transaction_version() if fence.producer_epoch < MAX_EPOCH else 0
         try:
-            return await self._end(md.transactional_id, md.producer_id, fence.producer_epoch,
-                                   commit=False, from_client=False)
+            code, _, _ = await self._end(md.transactional_id, md.producer_id,
+                                         fence.producer_epoch, commit=False,
+                                         from_client=False, client_transaction_version=version)
+            return code
         finally:
             if md.pending == TxnState.PREPARE_EPOCH_FENCE:
                 md.pending = None
@@ -298,7 +316,10 @@ class TransactionCoordinator:
     # ---- AddPartitionsToTxn / AddOffsetsToTxn ----------------------------------------------
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
-                             partitions: set[TopicPartition]) -> ErrorCode:
+                             partitions: set[TopicPartition],
+                             client_transaction_version: int = 0) -> ErrorCode:
+        """AddPartitionsToTxn from a producer (v0-v3), or from a partition leader on the
+        producer's behalf at transaction version 2 (Produce v12, TxnOffsetCommit v5)."""
         if not transactional_id:
             return ErrorCode.invalid_request
         try:
@@ -315,7 +336,8 @@ class TransactionCoordinator:
             return ErrorCode.invalid_producer_id_mapping
         if md.state == TxnState.ONGOING and partitions <= md.partitions:
             return ErrorCode.none
-        return await self._write(md, md.prepare_add_partitions(partitions, self.clock()))
+        return await self._write(md, md.prepare_add_partitions(
+            partitions, self.clock(), client_transaction_version))
 
     def verify(self, transactional_id: str, producer_id: int, epoch: int,
                tp: TopicPartition) -> ErrorCode:
@@ -339,12 +361,32 @@ class TransactionCoordinator:
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int,
                       commit: bool) -> ErrorCode:
-        return await self._end(transactional_id, producer_id, epoch, commit, from_client=True)
+        """EndTxn before transaction version 2 (v0-v4)."""
+        code, _, _ = await self.end_transaction(transactional_id, producer_id, epoch, commit)
+        return code
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, epoch: int,
+                              commit: bool, client_transaction_version: int = 0
+                              ) -> tuple[ErrorCode, int, int]:
+        """(error, producer id, epoch): the id and epoch the producer goes on with (at
+        transaction version 2 the bumped epoch, or a new id; before it, -1)."""
+        return await self._end(transactional_id, producer_id, epoch, commit,
+                               from_client=True,
+                               client_transaction_version=client_transaction_version)
 
     async def _end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
-                   from_client: bool) -> ErrorCode:
+                   from_client: bool, client_transaction_version: int = 0
+                   ) -> tuple[ErrorCode, int, int]:
         if not transactional_id:
-            return ErrorCode.invalid_request
+            return ErrorCode.invalid_request, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+        if client_transaction_version >= TV2:
+            return await self._end_v2(transactional_id, producer_id, epoch, commit,
+                                      from_client)
+        code = await self._end_v1(transactional_id, producer_id, epoch, commit, from_client)
+        return code, NO_PRODUCER_ID, NO_PRODUCER_EPOCH
+
+    async def _end_v1(self, transactional_id: str, producer_id: int, epoch: int,
+                      commit: bool, from_client: bool) -> ErrorCode:
         try:
             md = self._get(transactional_id)
         except KafkaError as e:
@@ -369,10 +411,7 @@ class TransactionCoordinator:
                 if fencing:
                     md.failed_epoch_fence = True
                 return code
-            if not await self._finish(md):
-                self.spawn(self._complete_in_background(md))
-            # the decision is written: the client's part is done even if a partition
-            # takes its marker later
+            await self._markers_after_decision(md)
             return ErrorCode.none
         if state == TxnState.COMPLETE_COMMIT:
             return ErrorCode.none if commit else ErrorCode.invalid_txn_state
@@ -386,6 +425,56 @@ class TransactionCoordinator:
         if state == TxnState.EMPTY:
             return ErrorCode.invalid_txn_state
         return ErrorCode.concurrent_transactions  # Dead: being expired
+
+    async def _markers_after_decision(self, md: TransactionMetadata) -> None:
+        if not await self._finish(md):
+            self.spawn(self._complete_in_background(md))
+        # the decision is written: the client's part is done even if a partition takes
+        # its marker later
+
+    async def _end_v2(self, transactional_id: str, producer_id: int, epoch: int,
+                      commit: bool, from_client: bool) -> tuple[ErrorCode, int, int]:
+        """EndTxn at transaction version 2: every end bumps the epoch (end_rules.py)."""
+        fail = (NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+        next_pid = NO_PRODUCER_ID
+        for _ in range(2):
+            try:
+                md = self._get(transactional_id)
+            except KafkaError as e:
+                return (e.code, *fail)
+            if md is None:
+                return (ErrorCode.invalid_producer_id_mapping, *fail)
+            decision = decide(md, producer_id, epoch, commit, from_client)
+            if isinstance(decision, Answer):
+                if decision.code == ErrorCode.none:
+                    return ErrorCode.none, md.producer_id, md.producer_epoch
+                return (decision.code, *fail)
+            fencing = md.pending == TxnState.PREPARE_EPOCH_FENCE
+            if fencing or not md.is_epoch_exhausted or next_pid != NO_PRODUCER_ID:
+                break
+            # the bump takes the last epoch: the producer goes on with a new id (the
+            # allocation may wait on ZooKeeper, so decide again after it)
+            next_pid = await self.allocate_producer_id()
+        else:
+            return (ErrorCode.concurrent_transactions, *fail)
+        assert not isinstance(decision, Answer)
+        if fencing:
+            # the fencing epoch takes effect now, and the end bumps it once more
+            md.pending = None
+            md.producer_epoch = epoch
+            md.last_producer_epoch = NO_PRODUCER_EPOCH
+        transit = md.prepare_end(decision.commit, self.clock(), TV2,
+                                 next_pid if md.is_epoch_exhausted and not fencing
+                                 else NO_PRODUCER_ID)
+        code = await self._write(md, transit)
+        if code != ErrorCode.none:
+            if fencing:
+                md.failed_epoch_fence = True
+            return (code, *fail)
+        await self._markers_after_decision(md)
+        if transit.next_producer_id != NO_PRODUCER_ID:
+            return ErrorCode.none, transit.next_producer_id, 0
+        return ErrorCode.none, transit.producer_id, transit.producer_epoch
 
     async def _complete(self, md: TransactionMetadata) -> bool:
         """Markers to every partition of a prepared transaction, then its outcome.

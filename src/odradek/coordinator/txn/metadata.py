@@ -6,6 +6,13 @@
     Empty / Complete* ──InitProducerId──▶ Empty with the next epoch (from Ongoing: the
         transaction is fenced and aborted first)
     Empty / Complete* ──transactional.id.expiration.ms──▶ Dead (a tombstone; forgotten)
+    Empty / Complete* ──EndTxn(abort) at transaction version 2──▶ PrepareAbort (KIP-890:
+        an abort with no partition is still an epoch bump)
+
+Transaction version 2 (KIP-890 part 2, a client's EndTxn v5): PrepareCommit and
+PrepareAbort bump the epoch, so the markers carry the new one and fence every write of
+the transaction just ended; an exhausted epoch moves to the next producer id (chosen
+at Prepare*, taken at Complete*).
 
 A change is prepared (`prepare_*` returns the target as a `TxnTransit` and marks the
 state pending), written to `__transaction_state`, and only then applied (`complete`):
@@ -67,7 +74,8 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY,
+                                 _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
@@ -75,6 +83,7 @@ VALID_PREVIOUS: dict[TxnState, frozenset[TxnState]] = {
 }
 EXPIRABLE = frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT})
 PREPARED = frozenset({_S.PREPARE_COMMIT, _S.PREPARE_ABORT})
+TV2 = 2  # the transaction version from which every transaction ends with an epoch bump
 
 
 def is_epoch_exhausted(epoch: int) -> bool:
@@ -99,6 +108,8 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_ms: int
     last_update_ms: int
+    next_producer_id: int = NO_PRODUCER_ID
+    client_transaction_version: int = 0
 
     def log_value(self) -> TxnLogValue:
         by_topic: dict[str, tuple[int, ...]] | None = None
@@ -114,7 +125,17 @@ class TxnTransit:
             partitions=by_topic,
             last_update_ms=self.last_update_ms,
             start_ms=self.start_ms,
+            previous_producer_id=self.last_producer_id,
+            next_producer_id=self.next_producer_id,
+            client_transaction_version=self.client_transaction_version,
         )
+
+    @property
+    def log_value_version(self) -> int:
+        """v1 (flexible, with the tagged ids and version) once a transaction version 2
+        client uses the id, as Kafka writes it; v0 otherwise, readable by older tools."""
+        return 1 if (self.client_transaction_version >= TV2
+                     or self.next_producer_id != NO_PRODUCER_ID) else 0
 
 
 @dataclass(eq=False)
@@ -132,6 +153,8 @@ class TransactionMetadata:
     pending: TxnState | None = None
     # a fence whose log write failed already bumped the epoch: the next does not again
     failed_epoch_fence: bool = False
+    next_producer_id: int = NO_PRODUCER_ID  # where an exhausted epoch moves (TV2)
+    client_transaction_version: int = 0  # of the requests that began the transaction
 
     @classmethod
     def from_log(cls, transactional_id: str, value: TxnLogValue) -> TransactionMetadata:
@@ -141,7 +164,9 @@ class TransactionMetadata:
                    value.timeout_ms, state,
                    last_producer_id=value.previous_producer_id,
                    partitions=partitions, start_ms=value.start_ms,
-                   last_update_ms=value.last_update_ms)
+                   last_update_ms=value.last_update_ms,
+                   next_producer_id=value.next_producer_id,
+                   client_transaction_version=value.client_transaction_version)
 
     @property
     def pending_transition(self) -> bool:
@@ -158,7 +183,8 @@ class TransactionMetadata:
                  timeout_ms: int | None = None,
                  partitions: frozenset[TopicPartition] | None = None,
                  start_ms: int | None = None, last_update_ms: int | None = None,
-                 last_producer_id: int | None = None) -> TxnTransit:
+                 last_producer_id: int | None = None, next_producer_id: int | None = None,
+                 client_transaction_version: int | None = None) -> TxnTransit:
         if self.pending is not None:
             raise IllegalTransition(
                 f"{self.transactional_id}: {state.kafka_name} while {self.pending.kafka_name} "
@@ -179,6 +205,11 @@ class TransactionMetadata:
             partitions=frozenset(self.partitions) if partitions is None else partitions,
             start_ms=self.start_ms if start_ms is None else start_ms,
             last_update_ms=self.last_update_ms if last_update_ms is None else last_update_ms,
+            next_producer_id=(self.next_producer_id if next_producer_id is None
+                              else next_producer_id),
+            client_transaction_version=(self.client_transaction_version
+                                        if client_transaction_version is None
+                                        else client_transaction_version),
         )
 
     def prepare_fence(self) -> TxnTransit:
@@ -219,22 +250,44 @@ class TransactionMetadata:
             last_producer_epoch=self.producer_epoch if record_last_epoch else NO_PRODUCER_EPOCH,
             timeout_ms=timeout_ms, partitions=frozenset(), start_ms=-1, last_update_ms=now)
 
-    def prepare_add_partitions(self, added: set[TopicPartition], now: int) -> TxnTransit:
+    def prepare_add_partitions(self, added: set[TopicPartition], now: int,
+                               client_transaction_version: int = 0) -> TxnTransit:
         starting = self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT,
                                   TxnState.COMPLETE_ABORT)
         partitions = frozenset(added) if starting else frozenset(self.partitions | added)
         return self._prepare(TxnState.ONGOING, partitions=partitions,
-                             start_ms=now if starting else self.start_ms, last_update_ms=now)
+                             start_ms=now if starting else self.start_ms, last_update_ms=now,
+                             client_transaction_version=client_transaction_version)
 
-    def prepare_end(self, commit: bool, now: int) -> TxnTransit:
+    def prepare_end(self, commit: bool, now: int, client_transaction_version: int = 0,
+                    next_producer_id: int = NO_PRODUCER_ID) -> TxnTransit:
+        """PrepareCommit / PrepareAbort. At transaction version 2 with the next epoch
+        (Kafka's prepareAbortOrCommit), which the markers carry; an abort of no
+        transaction (from Empty or Complete*) starts and ends now."""
         state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        return self._prepare(state, last_update_ms=now)
+        bump = client_transaction_version >= TV2
+        nothing_added = self.state != TxnState.ONGOING
+        return self._prepare(
+            state, last_update_ms=now,
+            producer_epoch=self.producer_epoch + 1 if bump else None,
+            last_producer_epoch=self.producer_epoch if bump else None,
+            start_ms=now if nothing_added else None,
+            partitions=frozenset() if nothing_added else None,
+            next_producer_id=next_producer_id,
+            client_transaction_version=client_transaction_version)
 
     def prepare_complete(self, now: int) -> TxnTransit:
         state = (TxnState.COMPLETE_COMMIT if self.state == TxnState.PREPARE_COMMIT
                  else TxnState.COMPLETE_ABORT)
         self.failed_epoch_fence = False
-        return self._prepare(state, partitions=frozenset(), last_update_ms=now)
+        if self.client_transaction_version >= TV2 and self.next_producer_id != NO_PRODUCER_ID:
+            # the epoch overflowed at Prepare*: the producer goes on with the next id
+            return self._prepare(state, partitions=frozenset(), last_update_ms=now,
+                                 producer_id=self.next_producer_id, producer_epoch=0,
+                                 last_producer_id=self.producer_id,
+                                 next_producer_id=NO_PRODUCER_ID)
+        return self._prepare(state, partitions=frozenset(), last_update_ms=now,
+                             next_producer_id=NO_PRODUCER_ID)
 
     def prepare_dead(self) -> TxnTransit:
         return self._prepare(TxnState.DEAD, partitions=frozenset())
@@ -252,6 +305,8 @@ class TransactionMetadata:
         self.partitions = set(transit.partitions)
         self.start_ms = transit.start_ms
         self.last_update_ms = transit.last_update_ms
+        self.next_producer_id = transit.next_producer_id
+        self.client_transaction_version = transit.client_transaction_version
         self.pending = None
 
     def cancel(self) -> None:

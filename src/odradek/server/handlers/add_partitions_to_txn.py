@@ -21,6 +21,12 @@ FIRST_BATCHED = 4
 TopicPartition = tuple[str, int]
 
 
+def _tv(version: int) -> int:
+    """A broker's add for its producer (v4+, not verify_only) is transaction version 2's
+    implicit add (KIP-890 part 2); a producer's own (v0-v3) is version 1's."""
+    return 2 if version >= FIRST_BATCHED else 0
+
+
 def _partitions(topics: Any) -> list[TopicPartition]:
     return [(t.name, p) for t in topics for p in t.partitions]
 
@@ -43,7 +49,8 @@ async def _add(ctx: RequestContext, transactional_id: str, producer_id: int, epo
         return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
                 else ErrorCode.operation_not_attempted for tp in partitions}
     code = await coordinator.add_partitions(transactional_id, producer_id, epoch,
-                                            set(partitions))
+                                            set(partitions),
+                                            client_transaction_version=_tv(ctx.version))
     return dict.fromkeys(partitions, fenced_code(code, ctx.version, 2))
 
 

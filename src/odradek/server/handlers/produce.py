@@ -7,6 +7,15 @@ NOT_ENOUGH_REPLICAS, before appending, while the ISR is smaller than
 min.insync.replicas, and answered NOT_ENOUGH_REPLICAS_AFTER_APPEND when it shrank
 below while the request waited; REQUEST_TIMED_OUT after the request's timeout. Each
 partition fails alone: a bad batch in one partition does not stop the others.
+
+v12 is transaction version 2 (KIP-890 part 2): its producer sends no
+AddPartitionsToTxn, so the transactional partitions of the request are added to the
+producer's transaction first (server/txn_partition_adder.py), and a partition that
+could not be added fails with the coordinator's error, as Kafka's ReplicaManager
+answers it. Before v12 (KIP-890 part 1), a transaction's first batch to a partition
+whose producer's coordinator is another broker is verified with that coordinator
+(AddPartitionsToTxn v5 `verify_only`); where this broker coordinates the id, the check
+is local (`_check_transactional`).
 """
 
 from __future__ import annotations
@@ -38,7 +47,14 @@ from odradek.server.handlers.base import (
 )
 
 API_KEY = 0
+FIRST_IMPLICIT_ADD = 12
 log = logging.getLogger(__name__)
+# What a producer retries: a coordinator that could not be asked or was busy (Kafka
+# picks NOT_ENOUGH_REPLICAS, which does not make the client refresh its metadata)
+_ADD_RETRIABLE = frozenset({
+    ErrorCode.concurrent_transactions, ErrorCode.network_exception,
+    ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+    ErrorCode.not_coordinator})
 _ATTRIBUTES_LOW = ATTRIBUTES_OFFSET + 1  # the attribute bits live in the int16's low byte
 
 
@@ -100,7 +116,69 @@ def _append(ctx: RequestContext, topic: str, index: int, records: Any,
         return (e.code, -1, -1, -1, str(e), record_errors)
 
 
+def _transactional_partitions(ctx: RequestContext, request: Any, first_only: bool
+                              ) -> dict[tuple[int, int], list[tuple[str, int]]]:
+    """The partitions of a request with transactional batches, led here, by the
+    (producer id, epoch) of their first batch. `first_only`: only those where that
+    producer epoch has no transaction open yet, whose coordinator is another broker
+    (what Kafka verifies before version 2)."""
+    out: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    coordinator = ctx.transactions.coordinator
+    for topic_data in request.topic_data:
+        for pdata in topic_data.partition_data:
+            records = pdata.records
+            if records is None or len(records) <= _ATTRIBUTES_LOW \
+                    or not records[_ATTRIBUTES_LOW] & ATTR_TRANSACTIONAL:
+                continue
+            try:
+                header = read_header(records)
+                partition = ctx.replicas.get_leader(topic_data.name, pdata.index)
+            except KafkaError:
+                continue  # the append names the problem
+            if first_only:
+                entry = partition.log.producer_state.last_entry(header.producer_id)
+                if entry is not None and entry.producer_epoch == header.producer_epoch \
+                        and entry.current_txn_first_offset is not None:
+                    continue  # its transaction's first batch here was verified
+                if coordinator.verify(request.transactional_id, header.producer_id,
+                                      header.producer_epoch, (topic_data.name, pdata.index)
+                                      ) != ErrorCode.not_coordinator:
+                    continue  # coordinated here: checked at the append
+            out.setdefault((header.producer_id, header.producer_epoch), []).append(
+                (topic_data.name, pdata.index))
+    return out
+
+
+async def _add_then_produce(ctx: RequestContext, request: Any,
+                            wanted: dict[tuple[int, int], list[tuple[str, int]]],
+                            verify_only: bool) -> Any:
+    refused: dict[tuple[str, int], ErrorCode] = {}
+    adder = ctx.transactions.adder
+    for (pid, epoch), tps in wanted.items():
+        if verify_only:
+            added = await adder.verify(request.transactional_id, pid, epoch, tps)
+        else:
+            added = await adder.add(request.transactional_id, pid, epoch, tps)
+        for tp, code in added.items():
+            if code != ErrorCode.none:
+                refused[tp] = ErrorCode.not_enough_replicas if code in _ADD_RETRIABLE else code
+    reply = _produce(ctx, request, refused)
+    while asyncio.iscoroutine(reply):
+        reply = await reply
+    return await reply.wait if isinstance(reply, AwaitingReplicas) else reply
+
+
 def handle(ctx: RequestContext, request: Any) -> Any:
+    if request.transactional_id is not None and request.acks in (-1, 0, 1):
+        verify_only = ctx.version < FIRST_IMPLICIT_ADD
+        wanted = _transactional_partitions(ctx, request, first_only=verify_only)
+        if wanted:
+            return _add_then_produce(ctx, request, wanted, verify_only)
+    return _produce(ctx, request, {})
+
+
+def _produce(ctx: RequestContext, request: Any,
+             refused: dict[tuple[str, int], ErrorCode]) -> Any:
     acks = request.acks
     schema = ctx.schema
     if acks not in (-1, 0, 1):
@@ -114,9 +192,15 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         partitions = []
         for pdata in topic_data.partition_data:
             bad: tuple[tuple[int, str], ...]
+            tp = (topic_data.name, pdata.index)
             if error is not None:
                 code, base, append_time, start, message, bad = (
                     error.code, -1, -1, -1, str(error), ())
+            elif tp in refused:
+                code, base, append_time, start, message, bad = (
+                    refused[tp], -1, -1, -1,
+                    "Unable to add the partition to the transaction: "
+                    f"{refused[tp].name}", ())
             else:
                 code, base, append_time, start, message, bad = _append(
                     ctx, topic_data.name, pdata.index, pdata.records, request.transactional_id,
