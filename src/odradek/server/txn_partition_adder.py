@@ -21,15 +21,15 @@ import asyncio
 import logging
 import sys
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC, TransactionCoordinator
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import request_class
-from odradek.replication.channel import BrokerChannel
+from odradek.server.broker_channels import BrokerChannels
 
 if TYPE_CHECKING:
-    from odradek.cluster.controller import MetadataController
+    from odradek.server.core import BrokerCore
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +41,11 @@ TIMEOUT_S = 30.0  # Kafka's request.timeout.ms for the inter-broker channel
 _NOT_HERE = frozenset({ErrorCode.not_coordinator})
 
 
-class _Broker(Protocol):
-    """What is read of the broker: who we are and the metadata image."""
-
-    @property
-    def node_id(self) -> int: ...
-
-    @property
-    def controller(self) -> MetadataController: ...
-
-
 class PartitionAdder:
-    def __init__(self, broker: _Broker, coordinator: TransactionCoordinator) -> None:
+    def __init__(self, broker: BrokerCore, coordinator: TransactionCoordinator) -> None:
         self.broker = broker
         self.coordinator = coordinator
-        # one connection per coordinator, one request in flight on it (the channel's rule)
-        self._channels: dict[int, tuple[BrokerChannel, asyncio.Lock]] = {}
+        self.channels = BrokerChannels(broker, "txn-add", TIMEOUT_S)
 
     async def add(self, transactional_id: str, producer_id: int, epoch: int,
                   partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -88,7 +77,7 @@ class PartitionAdder:
                       tps: list[TopicPartition], verify_only: bool = False
                       ) -> dict[TopicPartition, ErrorCode]:
         node = self._coordinator_node(transactional_id)
-        entry = None if node in (-1, self.broker.node_id) else self._channel(node)
+        entry = None if node in (-1, self.broker.node_id) else self.channels.get(node)
         if entry is None:
             return dict.fromkeys(tps, ErrorCode.coordinator_not_available)
         channel, lock = entry
@@ -121,25 +110,8 @@ class PartitionAdder:
                         ErrorCode(p.partition_error_code))
         return {tp: out.get(tp, ErrorCode.network_exception) for tp in tps}
 
-    def _channel(self, broker_id: int) -> tuple[BrokerChannel, asyncio.Lock] | None:
-        info = self.broker.controller.image.brokers.get(broker_id)
-        if info is None or info.fenced or not info.listeners:
-            return None
-        host, port = info.endpoint(info.listeners[0][0])
-        entry = self._channels.get(broker_id)
-        if entry is not None and (entry[0].host, entry[0].port) != (host, port):
-            entry[0].close()  # the broker restarted on a new address
-            entry = None
-        if entry is None:
-            entry = self._channels[broker_id] = (
-                BrokerChannel(host, port, f"txn-add-{self.broker.node_id}", TIMEOUT_S),
-                asyncio.Lock())
-        return entry
-
     def close(self) -> None:
-        for channel, _ in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        self.channels.close()
 
 
 def _translate(code: ErrorCode) -> ErrorCode:
