@@ -6,6 +6,7 @@ also when the executor JVM is killed while it runs a task of the ingest."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -51,11 +52,13 @@ def _table_rows(lake: Path) -> list[tuple[int, int]]:
                       strict=True))
 
 
-def _wait_for_a_running_task(cluster: Cluster, timeout: float = 120.0) -> None:
+def _wait_for_a_running_task(cluster: Cluster, proc: subprocess.Popen[bytes],
+                             timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not running_tasks(cluster.work):
+        assert proc.poll() is None, "the ingest ended before the kill: more batches needed"
         assert time.monotonic() < deadline, "no executor task started"
-        time.sleep(0.05)
+        time.sleep(0.02)
 
 
 def _ingest_killing_the_executor(cluster: Cluster, bootstrap: str, tmp_path: Path,
@@ -75,9 +78,9 @@ def _ingest_killing_the_executor(cluster: Cluster, bootstrap: str, tmp_path: Pat
     log = tmp_path / "ingest.log"
     with started(cmd, log, env=cluster_env(tmp_path)) as proc:
         wait_for_output(proc, log, r"batch \d+: \d+ rows", timeout=300)
-        _wait_for_a_running_task(cluster)  # the next batch is under way on the executor
         victims = cluster.executor_pids()
         assert victims, "no executor JVM under the worker"
+        _wait_for_a_running_task(cluster, proc)  # the next batch is under way on it
         for pid in victims:
             kill(pid)
         assert proc.wait(300) == 0, log.read_text()[-3000:]
