@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -18,9 +17,10 @@ from tests.pipeline.test_maintenance import TABLE, FakeIngest
 runner = CliRunner()
 
 
-@pytest.fixture
-def lake(tmp_path: Path) -> tuple[FakeIngest, list[str]]:
-    config = LakeConfig.local(tmp_path / "lake")
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> tuple[FakeIngest, list[str]]:
+    """One table for every test here: they only read it."""
+    config = LakeConfig.local(tmp_path_factory.mktemp("query") / "lake")
     ingest = FakeIngest(open_catalog(config))
     for _ in range(3):  # offsets 0-4, 5-9, 10-14 of each topic
         ingest.commit()
