@@ -96,7 +96,7 @@ def _ingest_killing_the_executor(cluster: Cluster, bootstrap: str, tmp_path: Pat
     assert seen.tasks_lost >= 1 and seen.executors_added >= 2, seen
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)  # 500-540 s seen at load 17-24 on 2 cores
 def test_ingest_on_a_standalone_cluster_survives_an_executor_kill_exactly_once(
         cluster: Cluster, bootstrap: str, tmp_path: Path) -> None:
     _ingest_killing_the_executor(cluster, bootstrap, tmp_path, records=8000)
