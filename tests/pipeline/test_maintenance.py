@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -164,3 +165,39 @@ def test_a_commit_that_races_the_compactions_commit_makes_it_go_round_again(
     assert table_size(table).files == 4
     newest = history(catalog, TABLE)[-1]  # the compaction's summary: the newest offsets
     assert newest["end_offsets"] == {"fleet.camera": {"0": 25}, "fleet.door": {"0": 25}}
+
+
+def test_orphan_removal_spares_a_writers_uncommitted_file_and_removes_an_old_one(
+        catalog: Catalog, tmp_path: Path) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(3):
+        ingest.commit()
+    data = Path(catalog.load_table(TABLE).location().removeprefix("file://")) / "data"
+    in_flight = data / "ingest" / "q" / "7" / "part-0.parquet"  # written, not committed yet
+    orphan = data / "ingest" / "q" / "1" / "part-0.parquet"  # left by a crash long ago
+    for path in (in_flight, orphan):
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"PAR1")
+    two_hours_ago = dt.datetime.now(dt.UTC).timestamp() - 7200
+    os.utime(orphan, (two_hours_ago, two_hours_ago))
+    before = rows(catalog)
+
+    removed = maintenance.remove_orphans(catalog, TABLE, older_than=dt.timedelta(hours=1))
+
+    assert removed == 1 and in_flight.exists() and not orphan.exists()
+    assert rows(catalog) == before and len(parquet_on_disk(tmp_path)) == 6 + 1
+
+
+def test_expiry_of_many_snapshots_is_one_commit(catalog: Catalog) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(12):
+        ingest.commit(1)
+    table = catalog.load_table(TABLE)
+    log_before = len(table.metadata.metadata_log)
+
+    result = expire(catalog, TABLE, older_than=dt.timedelta(0), keep_last=3)
+
+    table = catalog.load_table(TABLE)
+    assert result.snapshots_expired == 9 and len(table.metadata.snapshots) == 3
+    assert len(table.metadata.metadata_log) == log_before + 1  # one metadata version more
+    assert len(rows(catalog)) == 24

@@ -70,6 +70,21 @@ def _no_table(table: str, catalog: Any) -> NoReturn:
     fail(f"no table {table} in {where}: odradek lake tables lists the tables there")
 
 
+def _spark_conf(pairs: list[str]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            fail(f"--conf {pair}: give KEY=VALUE, e.g. --conf spark.executor.memory=2g")
+        out[key.strip()] = value
+    return out
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else repr(e)
+
+
 def _table_name(name: str) -> str:
     return name if "." in name else f"default.{name}"
 
@@ -102,6 +117,12 @@ def ingest(
         None, "--schema-registry",
         help="Values are Confluent-framed (Avro, JSON Schema, Protobuf): decode each by its "
              "schema id through the registry at this URL"),
+    master: str = typer.Option(
+        "local[2]", "--master",
+        help="Spark master: local[N], spark://HOST:PORT (standalone), yarn, k8s://… — on a "
+             "cluster the warehouse and checkpoint must be paths every node sees"),
+    conf: list[str] | None = typer.Option(
+        None, "--conf", help="Spark setting KEY=VALUE (repeatable), as spark-submit --conf"),
 ) -> None:
     """Stream topics into an Iceberg table, one atomic snapshot per micro-batch."""
     from odradek.pipeline.ingest import IngestJob, start_ingest
@@ -112,6 +133,7 @@ def ingest(
         fail("name the topics: --topic T (repeatable) or --topic-pattern REGEX")
     if avro_schema is not None and schema_registry is not None:
         fail("--avro-schema and --schema-registry exclude each other: one decoder per job")
+    spark_conf = _spark_conf(conf or [])
     lake = lake_for_writing(data_dir, catalog_uri, warehouse)
     ckpt = checkpoint or home_of(data_dir, writing=True).checkpoint(_table_name(table))
     job = IngestJob(bootstrap=bootstrap, table=_table_name(table), lake=lake,
@@ -137,7 +159,11 @@ def ingest(
         console.print(f"batch {r.batch_id}: {r.rows} rows, {r.quarantined} quarantined"
                       f"{extra} (total {totals['rows']} in {time.monotonic() - started:.0f}s)")
 
-    spark = build_session(app_name=f"odradek-lake-ingest-{job.table}")
+    try:
+        spark = build_session(master=master, app_name=f"odradek-lake-ingest-{job.table}",
+                              extra=spark_conf)
+    except Exception as e:
+        fail(f"cannot start Spark on {master}: {_first_line(e)}")
     try:
         query = start_ingest(spark, job, on_batch=progress)
     except Exception as e:
@@ -318,3 +344,52 @@ def search(term: str = typer.Argument(..., help="Part of a table or column name"
 
 if __name__ == "__main__":
     sys.exit(app())
+
+
+def _timestamp(text: str) -> Any:
+    import datetime as dt
+
+    try:
+        when = dt.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        fail(f"--as-of {text}: give an ISO timestamp, e.g. 2026-11-27T10:00:00Z")
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+@app.command()
+def query(sql: str = typer.Argument(..., help="SQL over lake tables (iot.events, …)"),
+          data_dir: Path | None = DataDirOption, catalog_uri: str | None = CatalogOption,
+          warehouse: str | None = WarehouseOption,
+          snapshot_id: int | None = typer.Option(
+              None, "--snapshot-id", help="Read the table that has this snapshot at it"),
+          as_of: str | None = typer.Option(
+              None, "--as-of", help="Read each table as it was at this time (ISO, UTC "
+                                    "unless a zone is given)"),
+          as_of_offset: str | None = typer.Option(
+              None, "--as-of-offset",
+              help="TOPIC:PARTITION:OFFSET: read each table at its first snapshot that holds "
+                   "that record"),
+          as_json: bool = typer.Option(False, "--json", help="One JSON object per row")) -> None:
+    """Ad-hoc SQL over lake tables through DuckDB, now or back in time."""
+    from odradek.pipeline.lake_query import AsOfOffset, QueryError, TimeTravel, run_query
+
+    if sum(x is not None for x in (snapshot_id, as_of, as_of_offset)) > 1:
+        fail("--snapshot-id, --as-of and --as-of-offset exclude each other: one point in time")
+    try:
+        travel = TimeTravel(snapshot_id=snapshot_id,
+                            as_of=_timestamp(as_of) if as_of is not None else None,
+                            as_of_offset=AsOfOffset.parse(as_of_offset)
+                            if as_of_offset is not None else None)
+        result = run_query(_catalog(data_dir, catalog_uri, warehouse), sql, travel)
+    except QueryError as e:
+        fail(str(e))
+    if as_json:
+        for record in result.as_dicts():
+            sys.stdout.write(json.dumps(record, default=str) + "\n")
+        return
+    out = RichTable(*result.columns)
+    for row in result.rows:
+        out.add_row(*("" if v is None else str(v) for v in row))
+    console.print(out)
+    read = ", ".join(f"{t} at snapshot {s}" for t, s in result.snapshots.items())
+    console.print(f"{len(result.rows)} rows" + (f" ({read})" if read else ""))

@@ -23,11 +23,14 @@ import contextlib
 import datetime as dt
 import json
 import logging
+import time
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlparse
 
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog
 from pyiceberg.exceptions import ValidationException
@@ -180,76 +183,107 @@ def compact(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTE
     return result
 
 
-class _References:
-    """Which files each snapshot reaches, reading each manifest list and manifest once
-    (they never change, and appends keep the earlier manifests: snapshots share most)."""
+def _reachable(table: Table) -> set[str]:
+    """Every file a snapshot of `table` still needs, and its metadata files.
 
-    def __init__(self, table: Table, only: set[int] | None = None) -> None:
-        self.table = table
-        self.manifests: dict[int, list[str]] = {}
-        self.lists: dict[int, str] = {}
-        self.entries: dict[str, list[str]] = {}
-        for snap in table.metadata.snapshots:
-            if only is not None and snap.snapshot_id not in only:
+    Each snapshot's manifest list is read, and each distinct manifest once: appends keep
+    the earlier manifests, so snapshots share most of them. After an expiry only the
+    snapshots inside the retention are left, so this reads few lists.
+    """
+    out: set[str] = {table.metadata_location}
+    out.update(entry.metadata_file for entry in table.metadata.metadata_log)
+    out.update(s.statistics_path for s in table.metadata.statistics)
+    out.update(s.statistics_path for s in table.metadata.partition_statistics)
+    seen: set[str] = set()
+    for snap in table.metadata.snapshots:
+        out.add(snap.manifest_list)
+        for manifest in snap.manifests(table.io):
+            if manifest.manifest_path in seen:
                 continue
-            self.lists[snap.snapshot_id] = snap.manifest_list
-            paths = []
-            for manifest in snap.manifests(table.io):
-                paths.append(manifest.manifest_path)
-                if manifest.manifest_path not in self.entries:
-                    self.entries[manifest.manifest_path] = [
-                        e.data_file.file_path for e in
-                        manifest.fetch_manifest_entry(table.io, discard_deleted=True)]
-            self.manifests[snap.snapshot_id] = paths
+            seen.add(manifest.manifest_path)
+            out.update(e.data_file.file_path for e in
+                       manifest.fetch_manifest_entry(table.io, discard_deleted=True))
+    out.update(seen)
+    return out
 
-    def files(self, snapshot_ids: set[int]) -> set[str]:
-        out: set[str] = set()
-        for sid in snapshot_ids:
-            out.add(self.lists[sid])
-            for path in self.manifests[sid]:
-                out.add(path)
-                out.update(self.entries[path])
-        return out
+
+def _listing(location: str) -> tuple[pafs.FileSystem, dict[str, tuple[str, float]]]:
+    """Every file under the table's location: its URI → (path in the file system,
+    modification time), from one listing."""
+    fs, root = pafs.FileSystem.from_uri(location)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    except FileNotFoundError:
+        return fs, {}
+    scheme = urlparse(location).scheme or "file"
+    prefix = "file://" if scheme == "file" else f"{scheme}://"
+    return fs, {prefix + i.path: (i.path, i.mtime.timestamp() if i.mtime else 0.0)
+                for i in infos if i.type == pafs.FileType.File}
+
+
+def _normal(path: str) -> str:
+    """A path as the listing spells it (Iceberg may hold `file:/x` or a bare `/x`)."""
+    if path.startswith("file://"):
+        return path
+    if path.startswith("file:"):
+        return "file://" + path[len("file:"):]
+    return "file://" + path if path.startswith("/") else path
+
+
+def remove_orphans(catalog: Catalog, name: str, older_than: dt.timedelta) -> int:
+    """Delete the files under the table's location that no snapshot needs and that were
+    last written before `older_than` ago; returns how many.
+
+    The age bound is what keeps a running writer safe: its Parquet files exist before the
+    commit that references them, so a file younger than the retention is never touched.
+    One listing of the location and one reading of the remaining snapshots: the cost
+    grows with the files and the snapshots kept, not with the snapshots expired.
+    """
+    before = time.time() - older_than.total_seconds()
+    table = catalog.load_table(name)
+    fs, listed = _listing(table.location())
+    # the table is read after the listing: a file committed meanwhile is seen as needed
+    needed = {_normal(p) for p in _reachable(catalog.load_table(name))}
+    gone = 0
+    for uri, (path, mtime) in listed.items():
+        if mtime < before and uri not in needed:
+            with contextlib.suppress(FileNotFoundError):
+                fs.delete_file(path)  # one file system object: FileIO makes one per call
+            gone += 1
+    return gone
 
 
 def expire(catalog: Catalog, name: str, older_than: dt.timedelta,
            keep_last: int = 1) -> ExpiryResult:
-    """Drop snapshots older than `older_than` (always keeping the newest `keep_last`) and
-    delete the files that only they referenced."""
+    """Drop snapshots older than `older_than` (always keeping the newest `keep_last`) in
+    one commit, then delete the files no remaining snapshot needs (`remove_orphans`)."""
     result = ExpiryResult(name)
     cutoff_ms = (dt.datetime.now(dt.UTC) - older_than).timestamp() * 1000
 
-    def attempt() -> ExpiryResult:
+    def attempt() -> set[int]:
         table = catalog.load_table(name)
         snaps = sorted(table.metadata.snapshots, key=lambda s: s.timestamp_ms)
-        keep = {s.snapshot_id for s in snaps[-keep_last:]} if keep_last > 0 else set()
-        current = table.current_snapshot()
-        if current is not None:
-            keep.add(current.snapshot_id)
-        doomed = {s.snapshot_id for s in snaps
-                  if s.timestamp_ms < cutoff_ms and s.snapshot_id not in keep}
+        keep = snaps[-keep_last:] if keep_last > 0 else []
+        # one bound for all: pyiceberg's by_ids copies the whole metadata per id, which
+        # made expiry grow with the square of the snapshot count; older_than is one pass
+        # and never expires a branch head (the current snapshot)
+        bound_ms = min([cutoff_ms, *(s.timestamp_ms for s in keep)])
+        doomed = {s.snapshot_id for s in snaps if s.timestamp_ms < bound_ms}
         if not doomed:
-            result.kept = [s.snapshot_id for s in snaps]
-            return result
-        refs = _References(table)
-        table.maintenance.expire_snapshots().by_ids(sorted(doomed)).commit()
-        after = catalog.load_table(name)
-        remaining = {s.snapshot_id for s in after.metadata.snapshots}
-        # a snapshot committed meanwhile (the ingest) was not read above: read it now
-        unseen = remaining - set(refs.manifests)
-        still = refs.files(remaining & set(refs.manifests))
-        if unseen:
-            still |= _References(after, unseen).files(unseen)
-        gone = refs.files(doomed) - still
-        for path in gone:
-            with contextlib.suppress(FileNotFoundError):
-                after.io.delete(path)
-        result.snapshots_expired = len(doomed)
-        result.files_deleted = len(gone)
-        result.kept = sorted(remaining)
-        return result
+            return set()
+        bound = dt.datetime.fromtimestamp(bound_ms / 1000, dt.UTC)
+        table.maintenance.expire_snapshots().older_than(bound).commit()
+        return doomed
 
-    return with_retry(f"expire snapshots of {name}", attempt)
+    doomed = with_retry(f"expire snapshots of {name}", attempt)
+    after = catalog.load_table(name)
+    remaining = {s.snapshot_id for s in after.metadata.snapshots}
+    result.snapshots_expired = len(doomed - remaining)
+    result.kept = sorted(remaining)
+    if doomed:
+        result.files_deleted = with_retry(f"remove unreferenced files of {name}",
+                                          lambda: remove_orphans(catalog, name, older_than))
+    return result
 
 
 def maintain(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTES,
