@@ -48,6 +48,19 @@ def _migration_policy(value: Any) -> str | None:
     return f"String must be one of (case insensitive): {', '.join(MIGRATION_POLICIES)}"
 
 
+_REGISTRY_LISTENER = re.compile(r"^http://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):(\d{1,5})$")
+
+
+def registry_listener_problem(value: Any) -> str | None:
+    """`schema.registry.listeners`: one http://host:port (the registry serves one)."""
+    if not str(value).strip():
+        return None  # empty: unset
+    m = _REGISTRY_LISTENER.match(str(value).strip())
+    if m is None or int(m.group(2)) > 65535:
+        return "expected one http://host:port (https and several listeners are not served)"
+    return None
+
+
 def default_data_dir() -> Path:
     """A durable place for data: data/ in the data home (odradek/home.py), never /tmp."""
     return Home.at().broker_data
@@ -309,6 +322,10 @@ BROKER_CONFIGS = ConfigTable(
                   "they are moved back.", minimum=0),
         ConfigDef("metrics.port", _T.INT, -1,
                   "Port of the Prometheus /metrics endpoint; -1 disables it.", minimum=-1),
+        ConfigDef("schema.registry.listeners", _T.STRING, None,
+                  "http://host:port of a Confluent-compatible schema registry hosted in this "
+                  "broker's process (Redpanda's schema_registry); unset hosts none.",
+                  read_only=True, validator=registry_listener_problem),
         *_broker_topic_defaults(),
     ]
 )
@@ -485,6 +502,10 @@ class BrokerConfig:
                         self.security_props[name].upper():
                     raise ConfigError(f"{name}: SCRAM on ZooKeeper is not supported yet "
                                       "(credentials live in the embedded store only)")
+        if self._values.get("schema.registry.listeners") and not any(
+                protocols[li.name] == "PLAINTEXT" for li in self.listeners):
+            raise ConfigError("schema.registry.listeners: the hosted registry reaches its "
+                              "broker through a PLAINTEXT listener, and this broker has none")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         ReplicaSettings.from_config(self.__getitem__)  # the replica.* combinations
