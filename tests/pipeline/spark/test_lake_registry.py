@@ -6,11 +6,8 @@ quarantined."""
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -18,7 +15,6 @@ from pyspark.sql import SparkSession
 
 from odradek.pipeline.ingest import IngestJob
 from odradek.pipeline.lake_catalog import LakeConfig
-from tests.conftest import BrokerProcess
 from tests.pipeline.helpers import create_topic, produce_values, topic
 from tests.pipeline.spark.test_lake import ingest, scan
 from tests.registry.conftest import RegistryProcess
@@ -32,17 +28,6 @@ V1 = {"type": "record", "name": "Reading", "namespace": "iot", "fields": [
     {"name": "value", "type": "double"}]}
 V2 = {**V1, "fields": [*V1["fields"],  # type: ignore[list-item]
                        {"name": "battery", "type": ["null", "int"], "default": None}]}
-
-
-@pytest.fixture
-def registry(pipeline_broker: BrokerProcess, tmp_path: Path) -> Iterator[RegistryProcess]:
-    tag = uuid.uuid4().hex[:8]
-    r = RegistryProcess(pipeline_broker.bootstrap, tmp_path, f"_schemas-{tag}", f"sr-{tag}")
-    try:
-        r.start().wait_for_leader()
-        yield r
-    finally:
-        r.stop()
 
 
 def test_registered_avro_lands_nested_and_a_new_version_adds_a_column(
