@@ -75,6 +75,13 @@ class Progress:
             if c.column not in self.conflicts:
                 self.conflicts.append(c.column)
 
+    def meters(self) -> str:
+        """The registry's Avro part of the progress line ("" without a registry)."""
+        if not self.fleet.meter_readings:
+            return ""
+        return (f"registry Avro {self.fleet.meter_readings} meter readings, "
+                f"{self.meter_rows} rows in iot.meters; ")
+
     def hint(self) -> str:
         option = self.home.option() if self.home is not None else ""
         return f"odradek lake describe {EVENTS}{option}"
@@ -102,12 +109,10 @@ class Progress:
                 f"sent, {self.fleet.malformed} malformed, firmware {self.firmware()}; lake "
                 f"{self.rows} rows in {EVENTS}, {self.quarantined} quarantined, {self.batches} "
                 f"snapshots, {self.columns_added} schema changes, type conflicts "
-                f"{', '.join(self.conflicts) or 'none'}; device stats {self.stats_updates} "
+                f"{', '.join(self.conflicts) or 'none'}; {self.meters()}device stats "
+                f"{self.stats_updates} "
                 f"window updates in {self.stats_batches} batches; {self.compactions} "
                 f"compactions")
-        if self.fleet.meter_readings:
-            line += (f"; registry Avro {self.fleet.meter_readings} meter readings, "
-                     f"{self.meter_rows} rows in iot.meters")
         if self.errors:
             line += f"; error: {self.errors[-1]}"
         return line

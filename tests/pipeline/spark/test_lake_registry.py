@@ -10,6 +10,7 @@ import datetime as dt
 import json
 from pathlib import Path
 
+import pytest
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -37,6 +38,7 @@ V2 = {**V1, "fields": [*V1["fields"],  # type: ignore[list-item]
                        {"name": "battery", "type": ["null", "int"], "default": None}]}
 
 
+@pytest.mark.timeout(600)  # two ingests and a registry, however slow the machine
 def test_registered_avro_lands_nested_and_a_new_version_adds_a_column(
         spark: SparkSession, bootstrap: str, registry: RegistryProcess,
         lake_dir: Path) -> None:
