@@ -114,6 +114,7 @@ def test_broker_refuses_a_malformed_listener_in_one_line(tmp_path: Path) -> None
     assert not any(tmp_path.iterdir())  # refused before anything was written
 
 
+@pytest.mark.slow  # ZooKeeper and two brokers: 8-25 s; the single-broker test is the short one
 def test_two_brokers_of_a_cluster_serve_the_same_ids(tmp_path: Path) -> None:
     urls = {n: f"http://127.0.0.1:{free_port()}" for n in (1, 2)}
     with Cluster(tmp_path, size=2, broker_configs={
