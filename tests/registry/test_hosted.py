@@ -6,6 +6,7 @@ same ids."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -112,6 +113,22 @@ def test_broker_refuses_a_malformed_listener_in_one_line(tmp_path: Path) -> None
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "schema.registry.listeners" in lines[0], done.stderr
     assert not any(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_registry_port_in_use_stops_the_broker_and_says_why(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "odradek", "broker", "--log-level",
+                               "ERROR", "--override", f"log.dirs={tmp_path}", "--override",
+                               f"listeners=PLAINTEXT://127.0.0.1:{free_port()}", "--override",
+                               f"schema.registry.listeners=http://127.0.0.1:{port}"],
+                              capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"error: cannot start the broker: [Errno 98] cannot listen on 127.0.0.1:{port}: "
+        "Address already in use")
 
 
 @pytest.mark.slow  # ZooKeeper and two brokers: 8-25 s; the single-broker test is the short one
