@@ -7,6 +7,7 @@ kit writes one. The broker (server/config.py) parses and validates with it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,19 @@ def _migration_policy(value: Any) -> str | None:
     if str(value).lower() in MIGRATION_POLICIES:
         return None
     return f"String must be one of (case insensitive): {', '.join(MIGRATION_POLICIES)}"
+
+
+_REGISTRY_LISTENER = re.compile(r"^http://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]*):(\d{1,5})$")
+
+
+def registry_listener_problem(value: Any) -> str | None:
+    """`schema.registry.listeners`: one http://host:port (the registry serves one)."""
+    if not str(value).strip():
+        return None  # empty: unset
+    m = _REGISTRY_LISTENER.match(str(value).strip())
+    if m is None or int(m.group(2)) > 65535:
+        return "expected one http://host:port (https and several listeners are not served)"
+    return None
 
 
 def default_data_dir() -> Path:
@@ -311,6 +325,10 @@ BROKER_CONFIGS = ConfigTable(
                   "they are moved back.", minimum=0),
         ConfigDef("metrics.port", _T.INT, -1,
                   "Port of the Prometheus /metrics endpoint; -1 disables it.", minimum=-1),
+        ConfigDef("schema.registry.listeners", _T.STRING, None,
+                  "http://host:port of a Confluent-compatible schema registry hosted in this "
+                  "broker's process (Redpanda's schema_registry); unset hosts none.",
+                  read_only=True, validator=registry_listener_problem),
         *_broker_topic_defaults(),
     ]
 )

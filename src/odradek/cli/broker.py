@@ -43,7 +43,7 @@ def broker(
 
     Its partitions live in data/ of the data home unless log.dirs names other folders.
     """
-    from odradek.server.broker import run_broker
+    from odradek.server.broker import HostedService, run_broker
     from odradek.server.config import BrokerConfig
 
     setup_logging(log_level)
@@ -62,9 +62,21 @@ def broker(
     except ConfigError as e:
         fail(str(e))
     install_event_loop()
+    hosted: list[HostedService] = []
+    if config["schema.registry.listeners"]:
+        from odradek.registry.hosted import HostedRegistry
+
+        # _schemas is replicated as the broker's own internal topics are
+        hosted.append(HostedRegistry(
+            config["schema.registry.listeners"], wait_for_replicas=True,
+            topic_replication_factor=int(config["offsets.topic.replication.factor"])))
     try:
-        asyncio.run(run_broker(config))
+        asyncio.run(run_broker(config, hosted=hosted))
     except OSError as e:
         fail(f"cannot start the broker: {e}")
+    except Exception as e:  # the hosted registry could not start (its store, its group)
+        if not hosted:
+            raise
+        fail(f"cannot start the broker's schema registry: {e}")
     except KeyboardInterrupt:
         pass

@@ -37,6 +37,34 @@ def _wait_for_port(host: str, port: int, proc: subprocess.Popen[bytes], timeout:
 
 
 CONSOLE_PORT = 8080
+REGISTRY_PORT = 8081  # Confluent's
+
+
+def _free_or_any(port: int) -> int:
+    """`port` when nothing listens there, else one the kernel picks."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_for_registry(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            fail(f"the broker exited with code {proc.returncode}; see its log above")
+        try:
+            if httpx.get(f"{url}/subjects", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    fail(f"the broker's schema registry did not answer on {url} within {timeout:.0f}s")
 
 
 def _start_console(bootstrap: str, home_dir: Path, out: Any = None) -> Any:
@@ -83,28 +111,33 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str,
                  "ODRADEK_LISTENERS=PLAINTEXT://localhost:PORT to use another port")
     home = home_of(home.root, writing=True)
     broker_data = config.log_dirs[0] if explicit_dirs else home.broker_data
-    out.say(f"odradek: broker on {bootstrap}; data home {home.root} (broker data in "
-            f"{broker_data}, lake in {home.lake}, checkpoints in {home.checkpoints})",
-            "started", bootstrap=bootstrap, home=str(home.root))
+    registry_url = f"http://127.0.0.1:{_free_or_any(REGISTRY_PORT)}"
+    out.say(f"odradek: broker on {bootstrap}, schema registry on {registry_url}; data home "
+            f"{home.root} (broker data in {broker_data}, lake in {home.lake}, checkpoints in "
+            f"{home.checkpoints})", "started", bootstrap=bootstrap, home=str(home.root),
+            schema_registry=registry_url)
     old_lake = home.root / "pipeline" / "lake" / "catalog.db"
     if old_lake.is_file():
         out.say(f"odradek: an earlier odradek up left its lake in {old_lake.parent}; read it "
                 f"with odradek lake tables --catalog-uri sqlite:///{old_lake}", "note")
     web: Any = None
-    cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", log_level]
+    cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", log_level,
+           "--override", f"schema.registry.listeners={registry_url}"]
     if not explicit_dirs:
         cmd += ["--data-dir", str(home.root)]
     broker = subprocess.Popen(cmd, start_new_session=True)
     failure = ""
     try:
         _wait_for_port(listener.host, listener.port, broker, timeout=60)
+        _wait_for_registry(registry_url, broker, timeout=60)
         from odradek.pipeline.up import UpOptions, run_up
 
         web = _start_console(bootstrap, home.root, out)
         run_up(bootstrap, home.root, rate=rate, devices=devices, duration_s=duration,
                console=console, options=UpOptions(
                    log_format=log_format, progress_interval_s=progress_interval,
-                   maintain_every=maintain_every, retain_snapshots_s=retention))
+                   maintain_every=maintain_every, retain_snapshots_s=retention),
+               registry_url=registry_url)
     except KeyboardInterrupt:
         pass
     except typer.Exit:

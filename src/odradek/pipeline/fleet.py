@@ -7,6 +7,9 @@ degree to a float in degrees), which is what the lake's schema evolution is for.
 share of records is malformed, as real fleets send.
 
 `FleetSimulator` is pure and deterministic for a seed; `run_fleet` sends its records.
+Given a schema registry, the fleet's energy meters also report, to `fleet.meter`, as
+Confluent-framed Avro (pipeline/fleet_meters.py): their schema gains a field with the
+firmware update, a compatible new version in the registry.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ TOPICS = {"camera": "fleet.camera", "door_lock": "fleet.door", "climate": "fleet
 TOPIC_PATTERN = r"fleet\.(camera|door|climate)"
 PREFIX = {"camera": "cam", "door_lock": "door", "climate": "th"}
 DOOR_EVENTS = ("open", "close", "lock", "unlock")
+METER_EVERY = 5  # one meter reading per this many fleet records
 
 
 @dataclass(frozen=True)
@@ -136,17 +140,26 @@ class FleetStats:
     malformed: int = 0
     updated: bool = False
     errors: int = 0
+    meter_readings: int = 0  # Avro, with a schema registry
 
 
 def run_fleet(bootstrap: str, config: FleetConfig, stop: threading.Event,
               total: int | None = None, stats: FleetStats | None = None,
-              on_progress: Callable[[FleetStats], None] | None = None) -> FleetStats:
-    """Send the fleet's records at `config.rate` until `stop` is set or `total` are sent."""
+              on_progress: Callable[[FleetStats], None] | None = None,
+              registry_url: str | None = None) -> FleetStats:
+    """Send the fleet's records at `config.rate` until `stop` is set or `total` are sent;
+    with `registry_url`, the meters' Avro readings too (one per METER_EVERY records)."""
     stats = stats or FleetStats()
     ensure_topics(bootstrap)
     sim = FleetSimulator(config)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True,
                          "linger.ms": 20, "compression.type": "lz4"})
+    meters = None
+    if registry_url is not None:
+        from odradek.pipeline.fleet_meters import METER_TOPIC, MeterFleet
+
+        ensure_topics(bootstrap, topics=[METER_TOPIC])
+        meters = MeterFleet(registry_url, config.seed)
 
     def delivered(err: object, _msg: object) -> None:
         if err is not None:
@@ -177,6 +190,11 @@ def run_fleet(bootstrap: str, config: FleetConfig, stop: threading.Event,
                         producer.poll(0.05)
                 stats.sent += 1
                 stats.malformed += rec.malformed
+                if meters is not None and stats.sent % METER_EVERY == 0:
+                    topic, key, value = meters.next(rec.timestamp_ms, sim.updated())
+                    producer.produce(topic, value, key=key, timestamp=rec.timestamp_ms,
+                                     on_delivery=delivered)
+                    stats.meter_readings += 1
             stats.updated = sim.updated()
             producer.poll(0)
             if on_progress is not None:

@@ -209,7 +209,8 @@ class LakeWriter:
                 return result
             end_offsets = self._end_offsets(parsed, batch_id)
             result.end_offsets = end_offsets
-            plan = plan_merge(_data_type(table), parse_variant_schema(stats["s"]))
+            plan = plan_merge(_data_type(table), self._declared(parsed)
+                              or parse_variant_schema(stats["s"]))
             result.conflicts = plan.conflicts
             result.evolved = plan.evolved
             base = f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
@@ -232,6 +233,16 @@ class LakeWriter:
             return result
         finally:
             parsed.unpersist()
+
+    def _declared(self, parsed: DataFrame) -> JType | None:
+        """The registered schemas' types of the batch's schema ids (schema_mapping), when
+        its values are decoded through a registry; None: infer them from the values."""
+        declared = getattr(self.avro, "declared_type", None)
+        if declared is None:
+            return None
+        ids = parsed.where("_status = 'ok'").selectExpr(
+            "conv(hex(substring(_raw, 2, 4)), 16, 10) AS id").distinct().collect()
+        return declared([int(r["id"]) for r in ids])  # type: ignore[no-any-return]
 
     def _parse(self, df: DataFrame) -> DataFrame:
         """Kafka columns, the raw value, its parsed form `v` and a status per record."""

@@ -22,6 +22,17 @@ import httpx
 from kio.serial.readers import read_signed_varint
 
 from odradek.pipeline.avro_values import CONFLUENT_MAGIC, _jsonable
+from odradek.pipeline.jsontypes import STRUCT, JType
+from odradek.pipeline.schema_mapping import (
+    UnsupportedSchema,
+    avro_names,
+    avro_type,
+    has_complex_union,
+    json_schema_type,
+    merge_declared,
+    protobuf_type,
+    tag_unions,
+)
 
 Decoded = tuple[str | None, str | None]
 
@@ -36,10 +47,26 @@ class FramedDecoder:
         self.timeout = timeout
         self._http: httpx.Client | None = None
         self._readers: dict[int, Any] = {}  # schema id -> callable(body) -> json text
+        self._types: dict[int, JType] = {}  # schema id -> its columns (schema_mapping)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"registry_url": self.registry_url, "timeout": self.timeout, "_http": None,
-                "_readers": {}}
+                "_readers": {}, "_types": {}}
+
+    def declared_type(self, schema_ids: list[int]) -> JType | None:
+        """The lake's column types for a batch holding these ids: their registered
+        schemas mapped (schema_mapping) and merged; ids the registry lacks are skipped
+        (their records are quarantined). None when no id maps to a record."""
+        types = []
+        for schema_id in sorted(set(schema_ids)):
+            try:
+                self._reader(schema_id)
+            except (SchemaLookupError, httpx.HTTPError, ValueError):
+                continue
+            t = self._types.get(schema_id)
+            if t is not None and t.kind == STRUCT:
+                types.append(t)
+        return merge_declared(types)
 
     def _get(self, path: str, **params: str) -> Any:
         if self._http is None:
@@ -72,9 +99,9 @@ class FramedDecoder:
             found = self._get(f"/schemas/ids/{schema_id}")
             kind = found.get("schemaType", "AVRO")
             if kind == "AVRO":
-                self._readers[schema_id] = self._avro(found)
+                self._readers[schema_id] = self._avro(schema_id, found)
             elif kind == "JSON":
-                self._readers[schema_id] = self._json(found)
+                self._readers[schema_id] = self._json(schema_id, found)
             else:
                 self._readers[schema_id] = self._protobuf(schema_id, found)
         return self._readers[schema_id]
@@ -91,28 +118,48 @@ class FramedDecoder:
             self._references(found.get("references") or [], fmt, seen)
             seen[ref["name"]] = found
 
-    def _avro(self, found: dict[str, Any]) -> Any:
+    def _avro(self, schema_id: int, found: dict[str, Any]) -> Any:
         from fastavro import parse_schema, schemaless_reader
 
         named: dict[str, Any] = {}
+        raw_named: dict[str, Any] = {}
         refs: dict[str, Any] = {}
         self._references(found.get("references") or [], None, refs)
+        tagged = False
         for ref in refs.values():
-            parse_schema(json.loads(ref["schema"]), named_schemas=named)
-        parsed = parse_schema(json.loads(found["schema"]), named_schemas=named)
+            raw = json.loads(ref["schema"])
+            parse_schema(raw, named_schemas=named)
+            self._map(schema_id, lambda raw=raw: avro_type(raw, raw_named))
+            tagged = tagged or has_complex_union(raw)
+        raw = json.loads(found["schema"])
+        parsed = parse_schema(raw, named_schemas=named)
+        self._map(schema_id, lambda: avro_type(raw, raw_named))
+        # a value in a union of several types lands in its branch's field (schema_mapping)
+        tagged = tagged or has_complex_union(raw)
+        names = avro_names([*(json.loads(r["schema"]) for r in refs.values()), raw])
 
         def read(body: bytes) -> str:
             stream = io.BytesIO(body)
-            record = schemaless_reader(stream, parsed, None)
+            record = schemaless_reader(stream, parsed, None, return_record_name=tagged)
             if stream.tell() != len(body):
                 raise ValueError(f"{len(body) - stream.tell()} bytes left over")
+            if tagged:
+                record = tag_unions(record, raw, names)
             return json.dumps(record, default=_jsonable, separators=(",", ":"))
         return read
 
-    def _json(self, found: dict[str, Any]) -> Any:
+    def _map(self, schema_id: int, mapping: Any) -> None:
+        """The id's column types, or none (the lake infers them) when they have no form."""
+        try:
+            self._types[schema_id] = mapping()
+        except (UnsupportedSchema, KeyError, TypeError, ValueError):
+            self._types.pop(schema_id, None)
+
+    def _json(self, schema_id: int, found: dict[str, Any]) -> Any:
         import jsonschema
 
         schema = json.loads(found["schema"])
+        self._map(schema_id, lambda: json_schema_type(schema))
         validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft7Validator)
         validator = validator_class(schema)
 
@@ -140,6 +187,9 @@ class FramedDecoder:
         main.name = f"odradek-schema-{schema_id}.proto"
         _add_well_known(pool, main)
         pool.Add(main)
+        if main.message_type:  # the batch's columns: the first message's (index [0])
+            first = ".".join(filter(None, [main.package, main.message_type[0].name]))
+            self._map(schema_id, lambda: protobuf_type(pool.FindMessageTypeByName(first)))
 
         def read(body: bytes) -> str:
             indexes, offset = _message_indexes(body)

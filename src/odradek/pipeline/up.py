@@ -56,6 +56,11 @@ class Progress:
     errors: list[str] = field(default_factory=list)
     compactions: int = 0
     files_compacted: int = 0
+    meter_rows: int = 0  # iot.meters, from the registry's Avro (with a registry)
+
+    def on_meter_batch(self, r: BatchResult) -> None:
+        if not r.skipped:
+            self.meter_rows += r.rows
 
     def on_batch(self, r: BatchResult) -> None:
         if r.skipped:
@@ -69,6 +74,13 @@ class Progress:
         for c in r.conflicts:
             if c.column not in self.conflicts:
                 self.conflicts.append(c.column)
+
+    def meters(self) -> str:
+        """The registry's Avro part of the progress line ("" without a registry)."""
+        if not self.fleet.meter_readings:
+            return ""
+        return (f"registry Avro {self.fleet.meter_readings} meter readings, "
+                f"{self.meter_rows} rows in iot.meters; ")
 
     def hint(self) -> str:
         option = self.home.option() if self.home is not None else ""
@@ -88,6 +100,7 @@ class Progress:
                 "type_conflicts": list(self.conflicts),
                 "stats_updates": self.stats_updates, "stats_batches": self.stats_batches,
                 "compactions": self.compactions, "files_compacted": self.files_compacted,
+                "meter_readings": self.fleet.meter_readings, "meter_rows": self.meter_rows,
                 "errors": self.errors[-1:]}
 
     def line(self) -> str:
@@ -96,7 +109,8 @@ class Progress:
                 f"sent, {self.fleet.malformed} malformed, firmware {self.firmware()}; lake "
                 f"{self.rows} rows in {EVENTS}, {self.quarantined} quarantined, {self.batches} "
                 f"snapshots, {self.columns_added} schema changes, type conflicts "
-                f"{', '.join(self.conflicts) or 'none'}; device stats {self.stats_updates} "
+                f"{', '.join(self.conflicts) or 'none'}; {self.meters()}device stats "
+                f"{self.stats_updates} "
                 f"window updates in {self.stats_batches} batches; {self.compactions} "
                 f"compactions")
         if self.errors:
@@ -116,6 +130,9 @@ class Progress:
         t.add_row("type conflicts", ", ".join(self.conflicts) or "none")
         t.add_row("device stats", f"{self.stats_updates} window updates in {self.stats_batches}"
                   " batches → fleet.device-stats (compacted), iot.device_stats")
+        if self.fleet.meter_readings:
+            t.add_row("registry avro", f"{self.fleet.meter_readings} meter readings → "
+                      f"{self.meter_rows} rows in iot.meters")
         t.add_row("lake upkeep", f"{self.compactions} compactions, {self.files_compacted} small "
                   "files merged")
         t.add_row("look around", self.hint())
@@ -140,11 +157,12 @@ class UpOptions:
 def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 30,
            firmware_update_after: int = 3_000, duration_s: float | None = None,
            console: Console | None = None, spark: SparkSession | None = None,
-           options: UpOptions | None = None) -> Progress:
+           options: UpOptions | None = None, registry_url: str | None = None) -> Progress:
     """Run fleet + ingest + device stats until Ctrl-C (or `duration_s`); return the totals.
 
     `data_dir` is the data home: the lake in its lake/, checkpoints in its checkpoints/.
-    With `spark` given, run on that session and leave it running afterwards.
+    With `spark` given, run on that session and leave it running afterwards. With
+    `registry_url`, the meters' Avro goes through that registry into `iot.meters`.
     """
     from odradek.pipeline.ingest import IngestJob, start_ingest
     from odradek.pipeline.lake_catalog import LakeConfig
@@ -165,7 +183,7 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
         try:
             run_fleet(bootstrap, FleetConfig(devices=devices, rate=rate,
                                              firmware_update_after=firmware_update_after),
-                      stop, stats=progress.fleet)
+                      stop, stats=progress.fleet, registry_url=registry_url)
         except Exception as e:  # shown on screen; the queries go on with what arrived
             progress.errors.append(f"fleet: {e}")
 
@@ -185,6 +203,15 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
         lambda: start_stateful(session, device_stats(session, bootstrap, TOPIC_PATTERN), sink,
                                home.checkpoint("device-stats"), "device-stats",
                                interval="5 seconds")]
+    if registry_url is not None:
+        from odradek.pipeline.fleet_meters import METER_TABLE, METER_TOPIC
+
+        ensure_topics(bootstrap, topics=[METER_TOPIC])
+        starters.append(lambda: start_ingest(session, IngestJob(
+            bootstrap=bootstrap, table=METER_TABLE, lake=lake,
+            checkpoint=home.checkpoint(METER_TABLE), topics=[METER_TOPIC],
+            schema_registry=registry_url, trigger_interval="5 seconds"),
+            on_batch=progress.on_meter_batch))
     queries = [start() for start in starters]
     restarts = [0] * len(queries)
     keeper = LakeKeeper(lake, options, progress)

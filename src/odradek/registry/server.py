@@ -39,6 +39,8 @@ class RegistryConfig:
     leader_eligibility: bool = True  # leader.eligibility
     compatibility: str = "BACKWARD"  # schema.compatibility.level
     topic_replication_factor: int = 3  # kafkastore.topic.replication.factor
+    # create the topic only once that many brokers are up (a broker-hosted registry)
+    wait_for_replicas: bool = False
     timeout_s: float = 30.0  # kafkastore.timeout.ms
     max_request_bytes: int = 8 << 20
     max_schema_bytes: int = 1 << 20
@@ -53,7 +55,7 @@ class SchemaRegistry:
         self.max_request_bytes = config.max_request_bytes
         self.store = KafkaStore(config.bootstrap_servers, config.topic,
                                 config.topic_replication_factor, config.client_config,
-                                config.timeout_s)
+                                config.timeout_s, config.wait_for_replicas)
         self.service = RegistryService(self.store, config.compatibility.upper(),
                                        config.max_schema_bytes)
         self._election: LeaderElection | None = None

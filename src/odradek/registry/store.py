@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -24,12 +25,16 @@ from odradek.registry.state import RegistryState
 
 log = logging.getLogger(__name__)
 Record = tuple[bytes, bytes | None]
+_NOT_YET = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
+            KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION)
 
 
 class KafkaStore:
     def __init__(self, bootstrap: str, topic: str = "_schemas", replication_factor: int = 3,
-                 client_config: dict[str, Any] | None = None, timeout: float = 30.0) -> None:
+                 client_config: dict[str, Any] | None = None, timeout: float = 30.0,
+                 wait_for_replicas: bool = False) -> None:
         self.bootstrap = bootstrap
+        self.wait_for_replicas = wait_for_replicas
         self.topic = topic
         self.replication_factor = replication_factor
         self.timeout = timeout
@@ -79,10 +84,32 @@ class KafkaStore:
 
     def _ensure_topic(self) -> None:
         admin = AdminClient(self._client_config)
+        deadline = time.monotonic() + self.timeout
         meta = admin.list_topics(timeout=self.timeout)
-        if self.topic in meta.topics and not meta.topics[self.topic].error:
-            return
-        rf = max(1, min(self.replication_factor, len(meta.brokers)))
+        # hosted in a cluster's broker, which may start before the others: wait for them
+        # (up to the timeout), or the topic would be made with fewer replicas for good
+        while self.wait_for_replicas and len(meta.brokers) < self.replication_factor \
+                and not _exists(meta, self.topic) and time.monotonic() < deadline \
+                and not self._stop.is_set():
+            self._stop.wait(0.2)
+            meta = admin.list_topics(timeout=self.timeout)
+        if not _exists(meta, self.topic):
+            self._create(admin, len(meta.brokers))
+        # librdkafka keeps what it first learns of a partition for a while: let the
+        # clients made next see the topic with its leader (a new topic takes a moment
+        # to reach every broker of a cluster)
+        while time.monotonic() < deadline and not self._stop.is_set():
+            topic = admin.list_topics(self.topic, timeout=self.timeout).topics.get(self.topic)
+            partition = None if topic is None or topic.error else topic.partitions.get(0)
+            if partition is not None and partition.error is None and partition.leader >= 0:
+                return
+            self._stop.wait(0.1)
+
+    def _create(self, admin: AdminClient, brokers: int) -> None:
+        rf = max(1, min(self.replication_factor, brokers))
+        if rf < self.replication_factor:
+            log.warning("creating %s with replication factor %d: only %d brokers, fewer "
+                        "than its %d", self.topic, rf, brokers, self.replication_factor)
         futures = admin.create_topics([NewTopic(self.topic, 1, rf, config={
             "cleanup.policy": "compact"})], operation_timeout=self.timeout)
         try:
@@ -148,11 +175,17 @@ class KafkaStore:
         """Read everything written to the topic so far (by any instance)."""
         assert self._offsets is not None
         tp = TP(self.topic, 0)
-        try:
-            _, high = await asyncio.to_thread(self._offsets.get_watermark_offsets, tp,
-                                              self.timeout)
-        except KafkaException as e:
-            raise StoreError(f"Error while reading {self.topic}: {e}") from e
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                _, high = await asyncio.to_thread(self._offsets.get_watermark_offsets, tp,
+                                                  self.timeout)
+                break
+            except KafkaException as e:
+                # a topic just made in a cluster: its metadata or leader is not out yet
+                if e.args[0].code() not in _NOT_YET or time.monotonic() > deadline:
+                    raise StoreError(f"Error while reading {self.topic}: {e}") from e
+                await asyncio.sleep(0.1)
         await self.wait_for(high - 1)
 
     async def write(self, batch: Sequence[Record]) -> int:
@@ -177,3 +210,7 @@ class KafkaStore:
             raise StoreError(f"Error while writing to {self.topic}: "
                              f"{errors[0] if errors else 'timed out'}")
         return max(int(r) for r in results)
+
+
+def _exists(meta: Any, topic: str) -> bool:
+    return topic in meta.topics and not meta.topics[topic].error

@@ -19,11 +19,11 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker_properties import BROKER_CONFIGS
 from odradek.cluster.controller import Controller, MetadataController
@@ -231,6 +231,12 @@ class Broker:
         log.info("odradek broker %d started, cluster %s, listening on %s", self.node_id,
                  self.controller.image.cluster_id,
                  ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
+
+    def plaintext_bootstrap(self) -> str:
+        """host:port of this broker's first PLAINTEXT listener, as its own clients dial it."""
+        protocols = self.config.security_protocols
+        host, port = next(a for n, a in self.bound.items() if protocols.get(n) == "PLAINTEXT")
+        return f"{'127.0.0.1' if host in ('', '0.0.0.0', '::') else host}:{port}"
 
     def abort_start(self) -> None:
         """SIGTERM while `start()` runs: the log loading stops within a partition."""
@@ -608,8 +614,18 @@ class Broker:
         self.metrics.connections.set(len(self.connections))
 
 
+class HostedService(Protocol):
+    """A client app a composition root runs in the broker's process (the schema registry,
+    `schema.registry.listeners`): started once the broker listens, stopped before it."""
+
+    async def start(self, bootstrap: str) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | None = None,
-                     stop: asyncio.Event | None = None) -> None:
+                     stop: asyncio.Event | None = None,
+                     hosted: Sequence[HostedService] = ()) -> None:
     """Run a broker until `stop` is set or SIGINT/SIGTERM arrives."""
     import signal
 
@@ -633,10 +649,14 @@ async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | Non
                 await starting
             return
         starting.result()  # a failed start raises here
+        for service in hosted:
+            await service.start(broker.plaintext_bootstrap())
         if ready is not None:
             ready(broker)
         await stopped
     finally:
         stopped.cancel()
+        for service in reversed(hosted):
+            await service.stop()
         await broker.stop()
 

@@ -198,6 +198,10 @@ class BrokerConfig:
                 p in self.security_props for p in inter_broker.PROPERTIES):
             inter_broker.check(self.security_props,
                                [li.name for li in self.advertised_listeners], protocols)
+        if self._values.get("schema.registry.listeners") and not any(
+                protocols[li.name] == "PLAINTEXT" for li in self.listeners):
+            raise ConfigError("schema.registry.listeners: the hosted registry reaches its "
+                              "broker through a PLAINTEXT listener, and this broker has none")
         if not self.log_dirs:
             raise ConfigError("log.dirs is empty")
         self._check_memory_pool()

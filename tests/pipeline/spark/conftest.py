@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import BrokerProcess
+from tests.registry.conftest import RegistryProcess
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -40,3 +42,15 @@ def bootstrap(pipeline_broker: BrokerProcess) -> str:
 @pytest.fixture
 def lake_dir(tmp_path: Path) -> Path:
     return tmp_path / "lake"
+
+
+@pytest.fixture
+def registry(pipeline_broker: BrokerProcess, tmp_path: Path) -> Iterator[RegistryProcess]:
+    """A schema registry on the suite's broker, with its own `_schemas` topic and group."""
+    tag = uuid.uuid4().hex[:8]
+    r = RegistryProcess(pipeline_broker.bootstrap, tmp_path, f"_schemas-{tag}", f"sr-{tag}")
+    try:
+        r.start().wait_for_leader()
+        yield r
+    finally:
+        r.stop()
