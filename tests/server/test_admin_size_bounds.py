@@ -15,7 +15,7 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode
 from tests.conftest import BrokerProcess
-from tests.security.test_authz_matrix import make
+from tests.security.authz import make
 from tests.wire import WireClient
 
 MS = datetime.timedelta(milliseconds=1)
