@@ -210,7 +210,7 @@ def _fuzz(broker: LimitedBroker, proxy: RecordingProxy, address: tuple[str, int]
     assert prober.rounds > 0
     # Issue 11 asks < 1 s. The 3.8 s once seen here was a mutated CreateTopics whose
     # num_partitions had become thousands: the broker opened every log in one go on the
-    # event loop. A topic's logs now open (and are deleted) in slices, and more than
+    # event loop. A topic's logs now open in slices of the loop's time, and more than
     # Kafka's 10,000 records in one request are refused (test_admin_size_bounds.py)
     assert prober.slowest < SLOWEST_S, f"another client waited {prober.slowest:.2f}s"
     deadline = time.monotonic() + 20  # closing connections are released as they close

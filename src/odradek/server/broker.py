@@ -76,7 +76,6 @@ log = logging.getLogger(__name__)
 # How long a topic's partitions are opened at a stretch before the loop serves others:
 # well under Kafka clients' expectations of a responsive broker (issue 11 asks < 1 s).
 OPEN_SLICE_S = 0.05
-DELETE_CHUNK = 32  # logs deleted between two looks at the clock
 
 
 def _run_for(steps: Iterator[None], seconds: float | None) -> bool:
@@ -112,8 +111,6 @@ class Broker:
             self._authorizer = AclAuthorizer.from_config(config.security_props)
         self._servers: list[Acceptor] = []
         self._tasks: set[asyncio.Future[Any]] = set()
-        # a deleted topic's logs still being deleted in slices (_deleting_logs)
-        self._deleting: dict[str, Iterator[None]] = {}
         self._stopping = False
         self._metrics_server: Any = None
         self.logs: LogManager
@@ -465,10 +462,6 @@ class Broker:
         """Opens the topic's partitions hosted here, pausing after each new log: its
         files are the cost (a few ms each on a busy disk), and a topic of thousands of
         partitions must not hold the event loop (`_open_in_slices`)."""
-        pending = self._deleting.pop(topic, None)
-        if pending is not None:  # re-created (ZooKeeper) before its old logs were gone
-            for _ in pending:
-                pass
         info = self.controller.image.topics[topic]
         config = self.log_config_for(topic)
         failed: list[tuple[int, str]] = []
@@ -541,38 +534,11 @@ class Broker:
                     self._open_in_slices(steps, event, new, topic))
                 self.track(task)
                 return task
-        elif event == "deleted":
-            removed = self.replicas.remove_topic(topic)  # no request reaches them now
-            self.metrics.partitions.set(len(self.replicas.partitions))
-            steps = self._deleting_logs([(p.topic, p.index) for p in removed])
-            if not _run_for(steps, OPEN_SLICE_S if _loop_running() else None):
-                self._deleting[topic] = steps
-                task = asyncio.get_running_loop().create_task(
-                    self._delete_in_slices(steps, event, new, topic))
-                self.track(task)
-                return task
         else:
             self._apply_change(event, new, topic)
             return None
         self._after_change(event, new, topic)
         return None
-
-    def _deleting_logs(self, partitions: list[tuple[str, int]]) -> Iterator[None]:
-        """Deletes the logs a few at a time (each a close and a rename; the dir's
-        checkpoints once per few)."""
-        for i in range(0, len(partitions), DELETE_CHUNK):
-            self.logs.delete_many(partitions[i:i + DELETE_CHUNK])
-            yield
-
-    async def _delete_in_slices(self, steps: Iterator[None], event: str, new: MetadataImage,
-                                topic: str) -> None:
-        while True:
-            await asyncio.sleep(0)
-            if _run_for(steps, OPEN_SLICE_S):
-                break
-        if self._deleting.get(topic) is steps:
-            del self._deleting[topic]
-        self._after_change(event, new, topic)
 
     async def _open_in_slices(self, steps: Iterator[None], event: str, new: MetadataImage,
                               topic: str) -> None:
@@ -587,6 +553,10 @@ class Broker:
         if event == "partition-state":  # with ZooKeeper: leaders, ISRs, reassignments
             self._open_partitions(topic)
             self._drop_replicas_moved_away(topic)
+        elif event == "deleted":
+            removed = self.replicas.remove_topic(topic)
+            self.logs.delete_many((p.topic, p.index) for p in removed)
+            self.metrics.partitions.set(len(self.replicas.partitions))
         elif event == "configs":
             config = self.log_config_for(topic)
             for p in self.replicas.topic_partitions(topic):
