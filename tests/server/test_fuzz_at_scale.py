@@ -33,6 +33,7 @@ from tests.wire import WireClient
 FRAMES = 100_000
 PER_CONNECTION = 8  # a bad frame closes its connection: the rest of the round is lost
 ADDRESS_SPACE = 8 << 30
+SLOWEST_S = 1.0  # the longest another client may wait for an answer (issue 11)
 
 
 class LimitedBroker(BrokerProcess):
@@ -207,11 +208,11 @@ def _fuzz(broker: LimitedBroker, proxy: RecordingProxy, address: tuple[str, int]
     assert broker.alive(), broker.logs()
     assert prober.error is None, prober.error
     assert prober.rounds > 0
-    # Issue 11 asks < 1 s. Seen here: 0.2-0.6 s in most runs, but 3.8 s once on a quiet
-    # machine (a mutated admin request doing heavy work on the event loop, not yet found):
-    # the bound below catches a wedge; the slowest round trip is printed, and the gap is
-    # recorded on the issue
-    assert prober.slowest < 10.0, f"another client waited {prober.slowest:.2f}s"
+    # Issue 11 asks < 1 s. The 3.8 s once seen here was a mutated CreateTopics whose
+    # num_partitions had become thousands: the broker opened every log in one go on the
+    # event loop. A topic's logs now open in slices of the loop's time, and more than
+    # Kafka's 10,000 records in one request are refused (test_admin_size_bounds.py)
+    assert prober.slowest < SLOWEST_S, f"another client waited {prober.slowest:.2f}s"
     deadline = time.monotonic() + 20  # closing connections are released as they close
     while broker.rss() > before * 1.2 and time.monotonic() < deadline:
         time.sleep(0.2)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
@@ -40,7 +40,9 @@ log = logging.getLogger(__name__)
 PRODUCER_ID_BLOCK = 1000
 
 TopicPartition = tuple[str, int]
-Listener = Callable[[str, MetadataImage, MetadataImage, str], None]
+# a listener may return what is left of its work; the controller's change completes
+# (CreateTopics answers) when it is done
+Listener = Callable[[str, MetadataImage, MetadataImage, str], Awaitable[None] | None]
 """(event, old image, new image, topic name) — event is created/deleted/partitions/configs
 (and with ZooKeeper also partition-state, brokers, controller, broker-configs, session)."""
 
@@ -200,7 +202,9 @@ class Controller:
         await self._save(new)
         self.image = new
         for listener in self._listeners:
-            listener(event, old, new, topic)
+            pending = listener(event, old, new, topic)
+            if pending is not None:  # the broker still opening a big topic's partitions
+                await pending
 
     # ---- topics -----------------------------------------------------------------
 

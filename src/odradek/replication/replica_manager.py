@@ -128,6 +128,18 @@ class ReplicaManager:
             if self._fetchers is not None:
                 self._fetchers.remove(key)
 
+    def apply_one(self, image: MetadataImage, topic: str, index: int) -> None:
+        """`apply_leadership` for one partition: the broker opens a big topic's
+        partitions in slices of the event loop and gives each its role as it opens (a
+        leader's first epoch is a file written), so the walk that follows finds nothing
+        left to do."""
+        p = self.partitions.get((topic, index))
+        info = image.topics.get(topic)
+        if p is None or info is None or index >= len(info.partitions):
+            return
+        self._image = image
+        self._apply(p, info.partitions[index])
+
     def _apply(self, p: Partition, info: PartitionInfo) -> None:
         key = (p.topic, p.index)
         p.node_id = self.node_id

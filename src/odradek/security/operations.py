@@ -152,13 +152,15 @@ _TABLE: tuple[ApiAuthorization, ...] = (
         _c(Op.CLUSTER_ACTION, R.CLUSTER, REQ, "v4+ (broker to broker)"),
         _c(Op.WRITE, R.TRANSACTIONAL_ID, REQ, "v0-3"),
         _c(Op.WRITE, R.TOPIC, ITEM, "v0-3; other partitions answer OPERATION_NOT_ATTEMPTED"),
-    )),
+    ), "v0-3: an internal topic is always TOPIC_AUTHORIZATION_FAILED; nothing is added "
+       "unless every partition passes"),
     ApiAuthorization(25, "AddOffsetsToTxn", (
         _c(Op.WRITE, R.TRANSACTIONAL_ID, REQ), _c(Op.READ, R.GROUP, REQ))),
     ApiAuthorization(26, "EndTxn", (_c(Op.WRITE, R.TRANSACTIONAL_ID, REQ),)),
     ApiAuthorization(27, "WriteTxnMarkers", (
-        _c(Op.ALTER, R.CLUSTER, REQ, "", alt=(_p(Op.CLUSTER_ACTION, R.CLUSTER),), log=False),
-    )),
+        _c(Op.ALTER, R.CLUSTER, REQ, "", alt=(_p(Op.CLUSTER_ACTION, R.CLUSTER),)),
+    ), "every partition answers CLUSTER_AUTHORIZATION_FAILED; only the ClusterAction "
+       "denial is logged"),
     ApiAuthorization(28, "TxnOffsetCommit", (
         _c(Op.WRITE, R.TRANSACTIONAL_ID, REQ), _c(Op.READ, R.GROUP, REQ),
         _c(Op.READ, R.TOPIC, ITEM))),
@@ -177,7 +179,8 @@ _TABLE: tuple[ApiAuthorization, ...] = (
               ErrorCode.cluster_authorization_failed, ITEM, _CONFIG_RESOURCE),
     ), "the error is CLUSTER_/TOPIC_/GROUP_AUTHORIZATION_FAILED by resource type"),
     ApiAuthorization(34, "AlterReplicaLogDirs", (_c(Op.ALTER, R.CLUSTER, REQ),)),
-    ApiAuthorization(35, "DescribeLogDirs", (_c(Op.DESCRIBE, R.CLUSTER, REQ),)),
+    ApiAuthorization(35, "DescribeLogDirs", (_c(Op.DESCRIBE, R.CLUSTER, REQ),),
+                     "no log dirs in the answer; the error code itself from v3"),
     ApiAuthorization(36, "SaslAuthenticate", (), "the authentication itself: no check"),
     ApiAuthorization(37, "CreatePartitions", (_c(Op.ALTER, R.TOPIC, ITEM),)),
     ApiAuthorization(42, "DeleteGroups", (_c(Op.DELETE, R.GROUP, ITEM),)),

@@ -15,11 +15,14 @@ authorizer configured, nothing is ever allowed by omission.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cache
 from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.messages import response_class
 from odradek.security.acl import AclOperation as Op
 from odradek.security.acl import ResourceType as R
 from odradek.security.authorizer import AclAuthorizer, Action, Decision
@@ -49,8 +52,7 @@ _TOPIC_ITEMS: dict[int, tuple[str, str, Op]] = {
 }
 # API -> (request list of group ids, operation) for per-group checks
 _GROUP_ITEMS: dict[int, tuple[str, Op]] = {
-    15: ("groups", Op.DESCRIBE), 42: ("groups_names", Op.DELETE),
-    69: ("group_ids", Op.DESCRIBE), 77: ("group_ids", Op.DESCRIBE),
+    42: ("groups_names", Op.DELETE), 77: ("group_ids", Op.DESCRIBE),
 }
 # API -> operation on the request's group_id
 _GROUP_REQUEST: dict[int, Op] = {
@@ -59,10 +61,18 @@ _GROUP_REQUEST: dict[int, Op] = {
     76: Op.READ, 78: Op.READ, 79: Op.READ, 91: Op.READ, 92: Op.DELETE,
 }
 _TXN_REQUEST = (25, 26, 28)  # WRITE on the request's transactional_id
-_NO_CHECK = frozenset({17, 18, 36, 60, 71, 72})
+_NO_CHECK = frozenset({17, 18, 36, 71, 72})
 _HANDLED_HERE = frozenset({0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 19, 20, 21, 22,
-                           23, 25, 26, 28, 32, 33, 37, 42, 44, 47, 61, 65, 66, 68, 69, 75,
-                           76, 77, 78, 79, 90, 91, 92})
+                           23, 24, 25, 26, 28, 32, 33, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
+                           75, 76, 77, 78, 79, 90, 91, 92})
+
+
+def _with(request: Any, field: str, items: tuple[Any, ...]) -> Any:
+    """The request with one list replaced: a kio dataclass, or the NamedTuple of the
+    produce fast path (protocol/produce_request.py)."""
+    if hasattr(request, "_replace"):
+        return request._replace(**{field: list(items)})
+    return replace(request, **{field: items})
 
 
 @dataclass
@@ -89,6 +99,11 @@ class RequestAuthorizer:
     def cluster(self, ctx: RequestContext, op: Op, log_denied: bool = True) -> bool:
         return self.allowed(ctx, op, R.CLUSTER, "kafka-cluster", log_denied)
 
+    def operations(self, ctx: RequestContext, rtype: R, name: str) -> int:
+        """Kafka's `authorized_operations` bit field: bit n set for operation code n."""
+        return sum(1 << op.value for op in self.acls.authorized_operations(
+            self._ctx(ctx), rtype, name))
+
     def _super(self, ctx: RequestContext) -> bool:
         principal = ctx.security.principal if ctx.security is not None else ANONYMOUS
         return str(principal) in self.acls.super_users
@@ -102,7 +117,14 @@ class RequestAuthorizer:
         if api in _NO_CHECK:
             return Verdict(request)
         for check in cluster_checks(api):
-            if not any(self.cluster(ctx, p.operation) for p in check.any_of):
+            # as Kafka: the alternatives before the last are asked without logging a denial
+            *first, last = check.any_of
+            if not (any(self.cluster(ctx, p.operation, log_denied=False) for p in first)
+                    or self.cluster(ctx, last.operation, check.log_if_denied)):
+                answer = getattr(self, f"_cluster_denied_{api}", None)
+                if answer is not None:  # an API whose error response is not generic
+                    denied: Verdict = answer(ctx, request)
+                    return denied
                 raise KafkaError("Cluster authorization failed.", check.error)
         if api not in _HANDLED_HERE and not cluster_checks(api):
             if not self._super(ctx):
@@ -146,7 +168,7 @@ class RequestAuthorizer:
             if item not in keep:
                 by_code.setdefault(code(item) if callable(code) else code, []).append(item)
         errors = [error_response(ctx.header.api_key, ctx.version,
-                                 replace(request, **{field: tuple(denied)}), c, None)
+                                 _with(request, field, tuple(denied)), c, None)
                   for c, denied in by_code.items()]
 
         def finish(response: Any) -> Any:
@@ -162,7 +184,7 @@ class RequestAuthorizer:
                     return replace(response, **{name: value + extra})
             return response
 
-        return Verdict(replace(request, **{field: keep}), finish)
+        return Verdict(_with(request, field, keep), finish)
 
     # ---- APIs with their own shape -------------------------------------------------------
 
@@ -181,7 +203,53 @@ class RequestAuthorizer:
                 ctx, Op.CREATE, log_denied=False):
             # per topic: CREATE on the topic itself also allows its auto-creation
             ctx.topic_creatable = lambda name: self.allowed(ctx, Op.CREATE, R.TOPIC, name)
-        return Verdict(request)
+        topics = getattr(request, "include_topic_authorized_operations", False)
+        cluster = getattr(request, "include_cluster_authorized_operations", False)
+        if not (topics or cluster):
+            return Verdict(request)
+
+        def finish(response: Any) -> Any:
+            if topics:
+                response = replace(response, topics=tuple(
+                    replace(t, topic_authorized_operations=self.operations(
+                        ctx, R.TOPIC, t.name)) if t.error_code == 0 else t
+                    for t in response.topics))
+            if cluster:
+                response = replace(response, cluster_authorized_operations=self.operations(
+                    ctx, R.CLUSTER, "kafka-cluster"))
+            return response
+
+        return Verdict(request, finish)
+
+    def _groups_operations(self, ctx: RequestContext, request: Any, field: str) -> Verdict:
+        """DescribeGroups, ConsumerGroupDescribe: per group DESCRIBE, and the groups'
+        authorized operations when asked."""
+        verdict = self._narrow(ctx, request, field, GROUP_DENIED,
+                               lambda g: self.allowed(ctx, Op.DESCRIBE, R.GROUP, g))
+        if not request.include_authorized_operations:
+            return verdict
+        first = verdict.finish
+
+        def finish(response: Any) -> Any:
+            response = replace(response, groups=tuple(
+                replace(g, authorized_operations=self.operations(ctx, R.GROUP, g.group_id))
+                if g.error_code == 0 else g for g in response.groups))
+            return first(response) if first is not None else response
+
+        return Verdict(verdict.request, finish)
+
+    def _api_15(self, ctx: RequestContext, request: Any) -> Verdict:  # DescribeGroups
+        return self._groups_operations(ctx, request, "groups")
+
+    def _api_69(self, ctx: RequestContext, request: Any) -> Verdict:  # ConsumerGroupDescribe
+        return self._groups_operations(ctx, request, "group_ids")
+
+    def _api_60(self, ctx: RequestContext, request: Any) -> Verdict:  # DescribeCluster
+        if not request.include_cluster_authorized_operations:
+            return Verdict(request)
+        return Verdict(request, lambda response: replace(
+            response, cluster_authorized_operations=self.operations(
+                ctx, R.CLUSTER, "kafka-cluster")))
 
     def _api_75(self, ctx: RequestContext, request: Any) -> Verdict:  # DescribeTopicPartitions
         ctx.topic_denied = lambda name: not self.allowed(
@@ -296,6 +364,41 @@ class RequestAuthorizer:
                   or self.acls.authorize_by_resource_type(self._ctx(ctx), Op.WRITE, R.TOPIC)
                   is Decision.ALLOWED):
             raise KafkaError("Cluster authorization failed.", CLUSTER_DENIED)
+        return Verdict(request)
+
+    @staticmethod
+    def _cluster_denied_34(ctx: RequestContext, request: Any) -> Verdict:
+        """AlterReplicaLogDirs without ALTER on the cluster: every partition it names
+        answers CLUSTER_AUTHORIZATION_FAILED and nothing moves (Kafka's getErrorResponse)."""
+        schema = sys.modules[response_class(34, ctx.version).__module__]
+        by_topic: dict[str, list[int]] = {}
+        for d in request.dirs:
+            for t in d.topics:
+                by_topic.setdefault(t.name, []).extend(t.partitions)
+        results = tuple(schema.AlterReplicaLogDirTopicResult(
+            topic_name=name, partitions=tuple(schema.AlterReplicaLogDirPartitionResult(
+                partition_index=p, error_code=CLUSTER_DENIED) for p in parts))
+            for name, parts in by_topic.items())
+        return Verdict(replace(request, dirs=()),
+                       lambda response: replace(response, results=results))
+
+    def _api_24(self, ctx: RequestContext, request: Any) -> Verdict:  # AddPartitionsToTxn
+        if ctx.version >= 4:  # batched, from the brokers' produce verification
+            if not self.cluster(ctx, Op.CLUSTER_ACTION):
+                raise KafkaError("Cluster authorization failed.", CLUSTER_DENIED)
+            return Verdict(request)
+        if not self.allowed(ctx, Op.WRITE, R.TRANSACTIONAL_ID,
+                            request.v3_and_below_transactional_id or ""):
+            raise KafkaError("Transactional Id authorization failed.", TXN_DENIED)
+
+        # the handler answers the denied partitions and OPERATION_NOT_ATTEMPTED for the
+        # others, nothing added; one decision (and one log line) per topic, as Kafka's
+        # filterByAuthorized
+        @cache
+        def denied(name: str) -> bool:
+            return not self.allowed(ctx, Op.WRITE, R.TOPIC, name)
+
+        ctx.topic_denied = denied
         return Verdict(request)
 
     def _configs(self, ctx: RequestContext, request: Any, op: Op) -> Verdict:

@@ -19,7 +19,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -81,6 +81,28 @@ if TYPE_CHECKING:
     from odradek.server.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
+
+# How long a topic's partitions are opened at a stretch before the loop serves others:
+# well under Kafka clients' expectations of a responsive broker (issue 11 asks < 1 s).
+OPEN_SLICE_S = 0.05
+
+
+def _run_for(steps: Iterator[None], seconds: float | None) -> bool:
+    """Advances `steps` for up to `seconds` (None: to the end); True when all done."""
+    if seconds is None:
+        for _ in steps:
+            pass
+        return True
+    deadline = time.perf_counter() + seconds
+    return all(time.perf_counter() < deadline for _ in steps)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class Broker:
@@ -464,6 +486,13 @@ class Broker:
             self._open_partitions(topic.name)
 
     def _open_partitions(self, topic: str) -> None:
+        for _ in self._opening(topic):
+            pass
+
+    def _opening(self, topic: str) -> Iterator[None]:
+        """Opens the topic's partitions hosted here, pausing after each new log: its
+        files are the cost (a few ms each on a busy disk), and a topic of thousands of
+        partitions must not hold the event loop (`_open_in_slices`)."""
         info = self.controller.image.topics[topic]
         config = self.log_config_for(topic)
         failed: list[tuple[int, str]] = []
@@ -472,6 +501,8 @@ class Broker:
                 continue
             if (topic, p.partition) in self.replicas.partitions:
                 continue
+            if self.controller.image.topics.get(topic) is None:
+                break  # deleted while it was being opened
             plog = self.logs.get(topic, p.partition)
             if plog is None:
                 try:
@@ -486,6 +517,8 @@ class Broker:
             if self.zk is None:
                 plog.high_watermark = plog.log_end_offset  # the only replica
             self.replicas.add(Partition(topic, p.partition, info.topic_id, plog, p.leader_epoch))
+            self.replicas.apply_one(self.controller.image, topic, p.partition)
+            yield
         self.metrics.partitions.set(len(self.replicas.partitions))
         if failed:
             log.error("%d partition(s) of %s could not be opened and are offline here "
@@ -518,11 +551,37 @@ class Broker:
 
     def _on_metadata_change(
         self, event: str, old: MetadataImage, new: MetadataImage, topic: str
-    ) -> None:
+    ) -> asyncio.Task[None] | None:
+        """Applies a change. A new topic's partitions open in slices of the event loop's
+        time: the first slice here, the rest in the task returned (the embedded
+        controller answers CreateTopics when it is done; every other client is served
+        between the slices)."""
         if event in ("created", "partitions"):
-            self._open_partitions(topic)
-            self._sync_created()
-        elif event == "partition-state":  # with ZooKeeper: leaders, ISRs, reassignments
+            steps = self._opening(topic)
+            if _run_for(steps, OPEN_SLICE_S if _loop_running() else None):
+                self._sync_created()
+            else:
+                task = asyncio.get_running_loop().create_task(
+                    self._open_in_slices(steps, event, new, topic))
+                self.track(task)
+                return task
+        else:
+            self._apply_change(event, new, topic)
+            return None
+        self._after_change(event, new, topic)
+        return None
+
+    async def _open_in_slices(self, steps: Iterator[None], event: str, new: MetadataImage,
+                              topic: str) -> None:
+        while True:
+            await asyncio.sleep(0)  # the other connections' requests run here
+            if _run_for(steps, OPEN_SLICE_S):
+                break
+        self._sync_created()
+        self._after_change(event, new, topic)
+
+    def _apply_change(self, event: str, new: MetadataImage, topic: str) -> None:
+        if event == "partition-state":  # with ZooKeeper: leaders, ISRs, reassignments
             self._open_partitions(topic)
             self._drop_replicas_moved_away(topic)
         elif event == "deleted":
@@ -544,6 +603,9 @@ class Broker:
             self._apply_dynamic_broker_configs(new)
             for p in self.replicas.partitions.values():
                 p.log.update_config(self.log_config_for(p.topic))
+        self._after_change(event, new, topic)
+
+    def _after_change(self, event: str, new: MetadataImage, topic: str) -> None:
         self.replicas.apply_leadership(new)
         # the coordinators follow the leadership of their internal partitions: a topic's
         # events name it; brokers coming and going, or our own fencing, move any of them

@@ -2,15 +2,16 @@
 
 v0-v3 are what producers send (one transactional id); v4+ is the batched form brokers
 send each other, whose `verify_only` asks whether partitions are already in a
-transaction (KIP-890) without adding them. A partition of a topic that does not exist
-fails with UNKNOWN_TOPIC_OR_PARTITION and the others with OPERATION_NOT_ATTEMPTED,
-nothing added, as Kafka answers.
+transaction (KIP-890) without adding them. A partition of a topic the producer may not
+write (TOPIC_AUTHORIZATION_FAILED) or that does not exist (UNKNOWN_TOPIC_OR_PARTITION)
+fails, and the others answer OPERATION_NOT_ATTEMPTED, nothing added, as Kafka answers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from odradek.cluster.metadata import INTERNAL_TOPICS
 from odradek.protocol.errors import ErrorCode
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
 from odradek.server.txn_storage import fenced_code
@@ -37,6 +38,16 @@ def _unknown(ctx: RequestContext, partitions: list[TopicPartition]) -> set[Topic
             if t not in topics or not 0 <= p < len(topics[t].partitions)}
 
 
+def _denied(ctx: RequestContext, partitions: list[TopicPartition]) -> set[TopicPartition]:
+    """What a producer (v0-3) may not add: an internal topic always (Kafka lets only its
+    coordinators write there), and a topic without WRITE (the authorization step's)."""
+    if ctx.version >= FIRST_BATCHED:
+        return set()
+    check = ctx.topic_denied
+    return {(t, p) for t, p in partitions
+            if t in INTERNAL_TOPICS or (check is not None and check(t))}
+
+
 async def _add(ctx: RequestContext, transactional_id: str, producer_id: int, epoch: int,
                partitions: list[TopicPartition], verify_only: bool = False
                ) -> dict[TopicPartition, ErrorCode]:
@@ -44,9 +55,11 @@ async def _add(ctx: RequestContext, transactional_id: str, producer_id: int, epo
     if verify_only:
         return {tp: coordinator.verify(transactional_id, producer_id, epoch, tp)
                 for tp in partitions}
-    unknown = _unknown(ctx, partitions)
-    if unknown:
-        return {tp: ErrorCode.unknown_topic_or_partition if tp in unknown
+    denied = _denied(ctx, partitions)
+    unknown = _unknown(ctx, partitions) - denied
+    if denied or unknown:
+        return {tp: ErrorCode.topic_authorization_failed if tp in denied
+                else ErrorCode.unknown_topic_or_partition if tp in unknown
                 else ErrorCode.operation_not_attempted for tp in partitions}
     code = await coordinator.add_partitions(transactional_id, producer_id, epoch,
                                             set(partitions),

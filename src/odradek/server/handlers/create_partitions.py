@@ -6,13 +6,26 @@ from typing import Any
 
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.handlers.create_topics import MAX_RECORDS_PER_USER_OP, TOO_LARGE
 
 API_KEY = 37
+
+
+def _new_partitions(ctx: RequestContext, topics: Any) -> int:
+    image = ctx.metadata.image.topics
+    return sum(max(t.count - len(image[t.name].partitions) if t.name in image else 0, 0)
+               for t in topics)
 
 
 async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     results = []
+    if _new_partitions(ctx, request.topics) > MAX_RECORDS_PER_USER_OP:
+        # as Kafka's controller: the whole request, each topic answering the error
+        return build(schema.CreatePartitionsResponse, results=tuple(
+            build(schema.CreatePartitionsTopicResult, name=t.name,
+                  error_code=ErrorCode.policy_violation, error_message=TOO_LARGE)
+            for t in request.topics))
     for t in request.topics:
         try:
             assignments = (

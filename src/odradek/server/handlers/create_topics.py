@@ -13,6 +13,20 @@ from odradek.server.handlers.base import ApiHandler, RequestContext, build, to_m
 API_KEY = 19
 log = logging.getLogger(__name__)
 
+# Kafka's controller builds at most this many metadata records for one request
+# (QuorumController.MAX_RECORDS_PER_USER_OP) and refuses a bigger one whole: a topic and
+# its configs and partitions are a record each. It also bounds the work one small frame
+# can ask for (a num_partitions of 2^31-1 would build as many replica lists).
+MAX_RECORDS_PER_USER_OP = 10_000
+TOO_LARGE = "Unable to perform excessively large batch operation."
+
+
+def records_of(topics: Any) -> int:
+    """The metadata records a CreateTopics request would write (-1 partitions counts
+    as one: the broker default is small)."""
+    return sum(1 + len(t.configs) + max(t.num_partitions, len(t.assignments), 1)
+               for t in topics)
+
 
 async def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[str]) -> Any:
     schema = ctx.schema
@@ -56,6 +70,13 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     results = []
     seen: set[str] = set()
+    if records_of(request.topics) > MAX_RECORDS_PER_USER_OP:
+        log.info("create topics refused: more than %d records", MAX_RECORDS_PER_USER_OP)
+        return build(schema.CreateTopicsResponse, topics=tuple(
+            build(schema.CreatableTopicResult, name=t.name, topic_id=ZERO_UUID,
+                  error_code=ErrorCode.policy_violation, error_message=TOO_LARGE,
+                  num_partitions=-1, replication_factor=-1, configs=())
+            for t in request.topics))
     for t in request.topics:
         try:
             results.append(await _create(ctx, t, request.validate_only, seen))
