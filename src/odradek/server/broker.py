@@ -566,7 +566,7 @@ class Broker:
                 self.track(task)
                 return task
         else:
-            self._apply_change(event, new, topic)
+            self._apply_change(event, old, new, topic)
             return None
         self._after_change(event, new, topic)
         return None
@@ -580,7 +580,8 @@ class Broker:
         self._sync_created()
         self._after_change(event, new, topic)
 
-    def _apply_change(self, event: str, new: MetadataImage, topic: str) -> None:
+    def _apply_change(self, event: str, old: MetadataImage, new: MetadataImage,
+                      topic: str) -> None:
         if event == "partition-state":  # with ZooKeeper: leaders, ISRs, reassignments
             self._open_partitions(topic)
             self._drop_replicas_moved_away(topic)
