@@ -16,7 +16,8 @@ from collections.abc import Iterator
 import pytest
 
 import tests.security.authz_cases_admin
-import tests.security.authz_cases_clients  # noqa: F401 - they register their cases
+import tests.security.authz_cases_clients
+import tests.security.authz_cases_share  # noqa: F401 - they register their cases
 from odradek.security.operations import OPERATIONS
 from odradek.server.handlers import HANDLERS
 from tests.conftest import BrokerProcess, free_port

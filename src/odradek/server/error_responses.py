@@ -34,6 +34,7 @@ def _m(resp: str, req: str, keys: dict[str, str], *nested: Mirror) -> Mirror:
 
 
 _PARTITIONS_BY_INDEX = _m("partitions", "partitions", {"partition_index": "partition_index"})
+_SHARE_STATE_PARTITIONS = _m("partitions", "partitions", {"partition": "partition"})
 
 _MIRRORS: dict[int, tuple[Mirror, ...]] = {
     0: (_m("responses", "topic_data", {"name": "name", "topic_id": "topic_id"},
@@ -83,6 +84,9 @@ _MIRRORS: dict[int, tuple[Mirror, ...]] = {
     69: (_m("groups", "group_ids", {"group_id": "."}),),
     77: (_m("groups", "group_ids", {"group_id": "."}),),
     75: (_m("topics", "topics", {"name": "name"}),),
+    90: (_m("groups", "groups", {"group_id": "group_id"}),),
+    **{api: (_m("results", "topics", {"topic_id": "topic_id"}, _SHARE_STATE_PARTITIONS),)
+       for api in (83, 84, 85, 86, 87)},  # the share coordinator's state APIs
 }
 
 # Versions without an error field, where Kafka answers an error with an empty response
