@@ -39,6 +39,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.configdef import LONG_MAX
 from odradek.protocol.errors import (
     InvalidTopic,
     KafkaError,
@@ -159,6 +160,12 @@ class LogManager:
         self.on_log_moved: Callable[[TopicPartition, Log], None] | None = None
         self.started = False
         self._aborting = threading.Event()
+        # the flush timer's work list: logs appended to since it last found them flushed
+        # (Log.on_append), so an idle broker's tick visits none; `.deleted` segments are
+        # purged by a walk of every log once per half file.delete.delay.ms (at most 30 s)
+        self._unflushed: set[Log] = set()
+        self._next_purge_walk = 0
+        self._written: dict[Path, dict[TopicPartition, int]] = {}  # checkpoints as written
 
     # -------------------------------------------------------------- startup
 
@@ -322,8 +329,13 @@ class LogManager:
             producer_id_expiration_ms=self.producer_id_expiration_ms, must_exist=must_exist,
         )  # fmt: skip
         lg.on_io_error = self._on_io_error
+        lg.on_append = self._note_append
         lg.flushes.executor = self.flusher
+        self._unflushed.add(lg)  # recovered logs may hold unflushed data or a rolled segment
         return lg
+
+    def _note_append(self, lg: Log) -> None:
+        self._unflushed.add(lg)  # the set of the moment: flush_due swaps it
 
     def _on_io_error(self, lg: Log, exc: OSError) -> None:
         directory = self._dir_of.get((lg.topic, lg.partition), lg.directory.parent)
@@ -560,31 +572,34 @@ class LogManager:
 
     def _checkpoint_dir(self, directory: Path) -> None:
         logs = list(self._logs_in(directory))
-        write_offsets(
-            directory / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs}
-        )
+        write_offsets(directory / RECOVERY_POINT_CHECKPOINT,
+                      {tp: lg.recovery_point for tp, lg in logs})
         # Like Kafka, only where the log start is above the first segment's base.
-        write_offsets(
-            directory / LOG_START_OFFSET_CHECKPOINT,
-            {
-                tp: lg.log_start_offset
-                for tp, lg in logs
-                if lg.log_start_offset > lg.segments[0].base_offset
-            },
-        )
-        write_offsets(
-            directory / REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in logs}
-        )
+        write_offsets(directory / LOG_START_OFFSET_CHECKPOINT,
+                      {tp: lg.log_start_offset for tp, lg in logs
+                       if lg.log_start_offset > lg.segments[0].base_offset})
+        marks = {tp: lg.high_watermark for tp, lg in logs}
+        write_offsets(directory / REPLICATION_OFFSET_CHECKPOINT, marks)
+        self._written[directory / REPLICATION_OFFSET_CHECKPOINT] = marks
 
     def checkpoint_high_watermarks(self) -> None:
         """Write `replication-offset-checkpoint` of every dir (replica.high.watermark.
         checkpoint.interval.ms); a restarted follower exposes nothing above it."""
         for directory in self.online_dirs:
             try:
-                write_offsets(directory / REPLICATION_OFFSET_CHECKPOINT,
-                              {tp: lg.high_watermark for tp, lg in self._logs_in(directory)})
+                self._write_if_moved(directory / REPLICATION_OFFSET_CHECKPOINT,
+                                     {tp: lg.high_watermark
+                                      for tp, lg in self._logs_in(directory)})
             except OSError as exc:
                 self._dir_failed(directory, exc)
+
+    def _write_if_moved(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
+        """Rewrite (and fsync) a checkpoint only if an offset in it moved since this
+        process last wrote it: the high-watermark timer of an idle broker rewrote every
+        partition's every 5 s."""
+        if self._written.get(path) != offsets:
+            write_offsets(path, offsets)
+            self._written[path] = offsets
 
     def checkpoint(self) -> None:
         """Write recovery points, log start offsets and high watermarks of every dir."""
@@ -598,22 +613,34 @@ class LogManager:
     def flush_due(self) -> int:
         """The flush timer: segments rolled since their last flush, and logs whose
         `flush.messages` / `flush.ms` is reached. Blocking (fsync): run it in a thread.
-        Returns how many logs were flushed."""
+        Returns how many logs were flushed.
+
+        Only logs appended to since they were last found flushed are visited (at 20,000
+        partitions a walk of every log each second was the broker's idle CPU); a log
+        with data still unflushed stays on the list for the next tick."""
         flushed = 0
         now = self._clock()
-        # one pass over the logs per tick, for both duties: at 20,000 partitions the
-        # tick itself was the broker's idle CPU
-        for lg in self.all_logs():
-            lg.purge_deleted_segments(now)
+        # swapped, not copied: appends on the loop go to the new set meanwhile
+        pending, self._unflushed = self._unflushed, set()
+        for lg in pending:
             target = lg.flush_target(now)
-            if target is None:
-                continue  # the usual case: two cheap checks per log per tick
-            try:
-                # Kafka flushes a segment as soon as it is rolled (asynchronously).
-                lg.flush(target)
-                flushed += 1
-            except KafkaStorageError:
-                continue  # its dir is offline now (logged there); flush the others
+            if target is not None:
+                try:
+                    # Kafka flushes a segment as soon as it is rolled (asynchronously).
+                    lg.flush(target)
+                    flushed += 1
+                except KafkaStorageError:
+                    continue  # its dir is offline now (logged there); flush the others
+            if (lg.config.flush_ms < LONG_MAX and not lg.closed and not lg.offline
+                    and lg.recovery_point < lg.log_end_offset):
+                self._unflushed.add(lg)  # flush.ms not reached yet: look again next tick
+            # else nothing is due until the next append (which may roll a segment)
+        if now >= self._next_purge_walk:
+            self._next_purge_walk = now + min(self.file_delete_delay_ms // 2, 30_000)
+            for lg in self.all_logs():
+                lg.purge_deleted_segments(now)
+                if lg.config.flush_ms < LONG_MAX and lg.recovery_point < lg.log_end_offset:
+                    self._unflushed.add(lg)  # flush.ms set on a log idle since
         self._purge_deleted_dirs(now)
         return flushed
 
