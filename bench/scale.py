@@ -12,6 +12,10 @@ the broker's CPU seconds are the steadier reading; wall times move with the load
     python -m bench.scale --huge             # … and 50,000
     python -m bench.scale --sizes 1000,5000  # any sizes
     python -m bench.scale --quick            # CI's size: seconds
+    python -m bench.scale --groups 100,1000,10000        # consumer groups (scale_groups.py)
+    python -m bench.scale --connections 1000,10000       # idle connections (scale_connections.py)
+
+With --groups or --connections only those dimensions run, unless --sizes is given too.
 """
 
 from __future__ import annotations
@@ -362,11 +366,12 @@ def exponent(sizes: Sequence[float], values: Sequence[float]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / sxx
 
 
-def table(rows: list[dict[str, float]]) -> str:
+def table(rows: list[dict[str, float]], metrics: Sequence[Metric] = METRICS,
+          goal: str = "goal at 20,000") -> str:
     sizes = [r["size"] for r in rows]
-    head = ["metric", *(f"{int(s):,}" for s in sizes), "exponent k", "goal at 20,000"]
+    head = ["metric", *(f"{int(s):,}" for s in sizes), "exponent k", goal]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for m in METRICS:
+    for m in metrics:
         values = [r.get(m.key) for r in rows]
         cells = [m.fmt.format(v) if v is not None else "—" for v in values]
         k = exponent(sizes, [v for v in values if v is not None]) \
@@ -389,15 +394,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="idle CPU window (default 10, quick 1)")
     ap.add_argument("--override", action="append", default=[], metavar="K=V",
                     help="a broker property for every run")
+    ap.add_argument("--groups", default=None,
+                    help="consumer-group counts, comma-separated (e.g. 100,1000,10000)")
+    ap.add_argument("--connections", default=None,
+                    help="idle-connection counts, comma-separated (e.g. 1000,10000)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write the rows here too")
     args = ap.parse_args(argv)
+    from bench.scale_connections import CONNECTION_METRICS, measure_connections
+    from bench.scale_groups import GROUP_METRICS, measure_groups
+
+    def counts(text: str | None) -> list[int]:
+        return [int(s.replace("_", "")) for s in text.split(",")] if text else []
+
     if args.sizes:
         sizes = [int(s.replace("_", "").replace(",", "")) for s in args.sizes.split(",")]
+    elif args.groups or args.connections:
+        sizes = []
     else:
         sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     if args.huge:
         sizes.append(HUGE)
+    group_sizes = counts(args.groups)
+    connection_sizes = counts(args.connections)
     idle_s = args.idle_seconds if args.idle_seconds is not None else (1 if args.quick else 10)
     extra = dict(kv.split("=", 1) for kv in args.override)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="odradek-scale-"))
@@ -410,13 +429,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for size in sizes:
         records = args.records or (size * 2 if args.quick else max(size * 2, 20_000))
         rows.append(measure_size(size, args.per_topic, workdir, idle_s, records, extra, say))
+    group_rows = [measure_groups(n, workdir, say) for n in group_sizes]
+    connection_rows = [measure_connections(n, workdir, say) for n in connection_sizes]
     load = os.getloadavg()
-    print(table(rows))
-    print(f"\n{args.per_topic} partitions per topic, one broker, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores; "
-          "exponent k of cost ∝ size^k")
+    where = (f"one broker, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+             f"{os.cpu_count()} cores; exponent k of cost ∝ size^k")
+    if rows:
+        print(table(rows))
+        print(f"\npartitions, {args.per_topic} per topic, {where}\n")
+    if group_rows:
+        print(table(group_rows, [Metric(*m) for m in GROUP_METRICS], "goal"))
+        print(f"\nconsumer groups of one member, {where}\n")
+    if connection_rows:
+        print(table(connection_rows, [Metric(*m) for m in CONNECTION_METRICS], "goal"))
+        print(f"\nidle connections beside one busy client, {where}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "load": load}, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "groups": group_rows,
+                                         "connections": connection_rows, "load": load},
+                                        indent=1))
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
