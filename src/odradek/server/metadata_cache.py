@@ -44,7 +44,7 @@ class MetadataFrame(Encoded):
             frame = bytearray(self.frame)
             _I32.pack_into(frame, self.throttle_at,
                            int(self.throttle_time.total_seconds() * 1000))
-            object.__setattr__(self, "frame", frame)
+            object.__setattr__(self, "frame", bytes(frame))
 
 
 _writers: dict[type, Callable[[Any, Any], None]] = {}
@@ -125,7 +125,7 @@ def splice(version: int, correlation_id: int, empty: Any, topics: Iterable[bytes
     _I32.pack_into(out, 0, len(out) - 4)
     # throttle_time_ms (v3+) is the body's first field, after the response header
     throttle_at = (8 + (1 if flexible else 0)) if version >= 3 else -1
-    return MetadataFrame(out, throttle_at=throttle_at)
+    return MetadataFrame(bytes(out), throttle_at=throttle_at)
 
 
 def _varint(n: int) -> bytes:
