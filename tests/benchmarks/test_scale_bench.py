@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -33,6 +35,7 @@ def test_scale_bench_quick_measures_every_cost_at_each_size(tmp_path: Path) -> N
     float(exponent)
 
 
+@pytest.mark.slow  # three broker starts: about a minute on a loaded machine
 def test_scale_bench_groups_and_connections_at_a_small_size(tmp_path: Path) -> None:
     """20 groups join, commit, fetch, list and are served again after a restart; a busy
     client's latency is measured alone and beside 50 idle connections."""
