@@ -72,3 +72,23 @@ def test_flush_ms_is_honoured_for_a_log_appended_to_once(tmp_path: Path,
     m.flush_due()
     assert visited == []  # flushed: off the list until the next append
     m.shutdown()
+
+
+def test_deleting_topics_checkpoints_each_dir_once_at_the_next_tick(tmp_path: Path) -> None:
+    from odradek.storage.checkpoints import read_offsets
+
+    clock = Clock()
+    m = manager(tmp_path, clock, LogConfig())
+    for topic in ("a", "b", "c"):
+        for i in range(3):
+            m.create(topic, i)
+    m.checkpoint()
+    path = tmp_path.resolve() / "recovery-point-offset-checkpoint"
+    written = path.stat().st_ino
+    m.delete_many([("a", i) for i in range(3)])
+    m.delete_many([("b", i) for i in range(3)])
+    assert path.stat().st_ino == written  # not rewritten per topic
+    assert m.get("a", 0) is None and not (tmp_path / "a-0").exists()
+    m.flush_due()
+    assert sorted(read_offsets(path)) == [("c", 0), ("c", 1), ("c", 2)]
+    m.shutdown()

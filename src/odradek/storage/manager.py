@@ -144,12 +144,12 @@ class LogManager:
         self.on_log_moved: Callable[[TopicPartition, Log], None] | None = None
         self.started = False
         self._aborting = threading.Event()
-        # the flush timer's work list: logs appended to since it last found them flushed
-        # (Log.on_append), so an idle broker's tick visits none; `.deleted` segments are
-        # purged by a walk of every log once per half file.delete.delay.ms (at most 30 s)
+        # the flush timer's work list (Log.on_append); `.deleted` segments are purged by
+        # a walk of every log once per half file.delete.delay.ms (at most 30 s)
         self._unflushed: set[Log] = set()
         self._next_purge_walk = 0
         self._checkpoints = DirCheckpoints()
+        self._checkpoint_soon: set[Path] = set()  # dirs with deletions not checkpointed
 
     # -------------------------------------------------------------- startup
 
@@ -342,9 +342,9 @@ class LogManager:
         sync_new(pending, self.offline_dirs, self._dir_failed)
 
     def delete_many(self, partitions: Iterable[TopicPartition]) -> None:
-        """Delete partitions, checkpointing each dir once at the end (Kafka's
-        asyncDelete with checkpoint=false, then one checkpoint per dir): deleting a
-        topic of thousands of partitions rewrote every checkpoint once per partition."""
+        """Delete partitions (Kafka's asyncDelete with checkpoint=false): the renames are
+        durable now; the next flush tick rewrites the dirs' checkpoints once for every
+        deletion since (a stale line is harmless: the loader reads only what it finds)."""
         touched: set[Path] = set()
         for tp in partitions:
             directory = self._dir_of.get(tp)
@@ -353,9 +353,9 @@ class LogManager:
         for directory in touched:
             try:
                 fsync_dir(directory)
-                self._checkpoint_dir(directory)
             except OSError as exc:
                 self._dir_failed(directory, exc)
+        self._checkpoint_soon |= touched
 
     def delete(self, topic: str, partition: int, *, checkpoint: bool = True) -> Path | None:
         """Close the log and rename its dir `<topic>-<partition>.<uuid>-delete`;
@@ -482,12 +482,10 @@ class LogManager:
 
     def flush_due(self) -> int:
         """The flush timer: segments rolled since their last flush, and logs whose
-        `flush.messages` / `flush.ms` is reached. Blocking (fsync): run it in a thread.
-        Returns how many logs were flushed.
-
-        Only logs appended to since they were last found flushed are visited (at 20,000
-        partitions a walk of every log each second was the broker's idle CPU); a log
-        with data still unflushed stays on the list for the next tick."""
+        `flush.ms` is reached; then the checkpoints owed by deletions. Blocking (fsync):
+        run it in a thread. Returns how many logs were flushed. Only logs appended to
+        since they were last found flushed are visited (a walk of every log each second
+        was an idle broker's CPU at 20,000 partitions)."""
         flushed = 0
         now = self._clock()
         # swapped, not copied: appends on the loop go to the new set meanwhile
@@ -512,6 +510,13 @@ class LogManager:
                 if lg.config.flush_ms < LONG_MAX and lg.recovery_point < lg.log_end_offset:
                     self._unflushed.add(lg)  # flush.ms set on a log idle since
         self._purge_deleted_dirs(now)
+        dirs, self._checkpoint_soon = self._checkpoint_soon, set()
+        for directory in dirs:
+            if directory not in self.offline_dirs:
+                try:
+                    self._checkpoint_dir(directory)
+                except OSError as exc:
+                    self._dir_failed(directory, exc)
         return flushed
 
     def remove_expired_producers(self) -> int:
