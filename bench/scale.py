@@ -12,6 +12,10 @@ the broker's CPU seconds are the steadier reading; wall times move with the load
     python -m bench.scale --huge             # … and 50,000
     python -m bench.scale --sizes 1000,5000  # any sizes
     python -m bench.scale --quick            # CI's size: seconds
+    python -m bench.scale --groups 100,1000,10000        # consumer groups (scale_groups.py)
+    python -m bench.scale --connections 1000,10000       # idle connections (scale_connections.py)
+
+With --groups or --connections only those dimensions run, unless --sizes is given too.
 """
 
 from __future__ import annotations
@@ -23,187 +27,44 @@ import math
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.brokers import cpu_seconds, die_with_parent, free_port, rss_kib
-from odradek.protocol.client_framing import ClientFraming, FrameSplitter, decode_response
+from bench.brokers import cpu_seconds, rss_kib
+from bench.scale_broker import (
+    METADATA,
+    RawClient,
+    ScaleBroker,
+    create_topics,
+    idle_cpu_percent,
+    partitions_served,
+    topic_names,
+)
 
-METADATA = 3
 DEFAULT_SIZES = (1_000, 5_000, 20_000)
 HUGE = 50_000
 QUICK_SIZES = (50, 200)
-CREATE_BATCH = 20  # topics per CreateTopics request
 
 
 # --- a raw client: the broker's own cost, not a client library's ----------------------
 
-class RawClient:
-    def __init__(self, bootstrap: str, timeout: float = 60.0) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
-        self.framing = ClientFraming("scale-bench")
-        self.frames = FrameSplitter()
-
-    def close(self) -> None:
-        self.sock.close()
-
-    def call_raw(self, api_key: int, version: int, **fields: Any) -> tuple[int, bytes]:
-        cid, request = self.framing.build(api_key, version, **fields)
-        self.sock.sendall(request)
-        while (frame := self.frames.next_frame()) is None:
-            chunk = self.sock.recv(max(self.frames.wanted, 1 << 20))
-            if not chunk:
-                raise ConnectionError("connection closed by the broker")
-            self.frames.feed(chunk)
-        return cid, frame
-
-    def metadata(self) -> Any:
-        cid, frame = self.call_raw(METADATA, 12, topics=None,
-                                   allow_auto_topic_creation=False,
-                                   include_topic_authorized_operations=False)
-        return decode_response(METADATA, 12, frame, cid)
 
 
-def partitions_served(bootstrap: str) -> int:
-    client = RawClient(bootstrap)
-    try:
-        return sum(len(t.partitions) for t in client.metadata().topics)
-    finally:
-        client.close()
 
 
 # --- one broker on a data dir that survives its restarts ---------------------------
 
-@dataclass(eq=False)
-class ScaleBroker:
-    data_dir: Path
-    log_path: Path
-    extra: dict[str, str] = field(default_factory=dict)
-    port: int = field(default_factory=free_port)
-    proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def command(self) -> list[str]:
-        props = {"listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-                 "log.dirs": str(self.data_dir), "metrics.port": "-1", **self.extra}
-        cmd = [sys.executable, "-m", "odradek", "broker", "--log-level", "INFO"]
-        for k, v in props.items():
-            cmd += ["--override", f"{k}={v}"]
-        return cmd
-
-    def start(self, expect_partitions: int, timeout: float = 900.0) -> float:
-        """Seconds from the exec until a full Metadata lists every partition."""
-        started = time.monotonic()
-        with open(self.log_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                self.command(), stdin=subprocess.DEVNULL, stdout=out,
-                stderr=subprocess.STDOUT, start_new_session=True,
-                preexec_fn=die_with_parent,
-                env=self.env())
-        while time.monotonic() - started < timeout:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n"
-                                   f"{self.log_tail()}")
-            with contextlib.suppress(OSError):
-                if partitions_served(self.bootstrap) >= expect_partitions:
-                    return time.monotonic() - started
-            time.sleep(0.05)
-        raise RuntimeError(f"broker not ready within {timeout:.0f}s:\n{self.log_tail()}")
-
-    @staticmethod
-    def env() -> dict[str, str]:
-        """With bytecode caching on, as an installed broker runs: without it every start
-        compiles the whole package again (seconds on a loaded machine)."""
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        return env
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 300.0) -> float:
-        """Seconds from the signal until the process is gone."""
-        if self.proc is None or self.proc.poll() is not None:
-            return 0.0
-        started = time.monotonic()
-        with contextlib.suppress(ProcessLookupError):
-            self.proc.send_signal(sig)
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(10)
-        return time.monotonic() - started
-
-    def open_fds(self) -> int:
-        return len(os.listdir(f"/proc/{self.pid}/fd"))
-
-    def startup_work_s(self) -> float:
-        """The broker's own start-up, by its log: its "loaded N logs from … in S s"
-        line's S plus the time from that line to "started" — the restart without the
-        interpreter's start and imports (seconds of them on a loaded machine)."""
-        loaded_s: float | None = None
-        loaded_at = started_at = None
-        with contextlib.suppress(OSError):
-            for line in self.log_path.read_text(errors="replace").splitlines():
-                if " loaded " in line and " logs from " in line:
-                    with contextlib.suppress(ValueError, IndexError):
-                        loaded_s = float(line.rsplit(" in ", 1)[1].rstrip("s"))
-                        loaded_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
-                elif " started, cluster " in line:
-                    with contextlib.suppress(ValueError):
-                        started_at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f")
-        if loaded_s is None or loaded_at is None or started_at is None:
-            return 0.0
-        return loaded_s + (started_at - loaded_at).total_seconds()
-
-    def log_tail(self, chars: int = 3000) -> str:
-        with contextlib.suppress(OSError):
-            return self.log_path.read_text(errors="replace")[-chars:]
-        return ""
 
 
 # --- the measurements ------------------------------------------------------------------
 
-def topic_names(size: int, per_topic: int) -> list[tuple[str, int]]:
-    """(topic, partitions) adding up to `size` partitions."""
-    out = []
-    left, i = size, 0
-    while left > 0:
-        n = min(per_topic, left)
-        out.append((f"scale-{i:05d}", n))
-        left -= n
-        i += 1
-    return out
 
 
-def create_topics(bootstrap: str, topics: list[tuple[str, int]]) -> float:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 300_000})
-    started = time.monotonic()
-    for i in range(0, len(topics), CREATE_BATCH):  # requests of 1,000 partitions
-        futures = admin.create_topics(
-            [NewTopic(t, n, 1) for t, n in topics[i:i + CREATE_BATCH]],
-            operation_timeout=900, request_timeout=900)
-        for f in futures.values():
-            f.result()
-    return time.monotonic() - started
 
 
 def delete_topics(bootstrap: str, topics: list[tuple[str, int]]) -> float:
@@ -271,11 +132,6 @@ def metadata_latency_ms(bootstrap: str, rounds: int = 5) -> tuple[float, int]:
         client.close()
 
 
-def idle_cpu_percent(pid: int, seconds: float) -> float:
-    before = sum(cpu_seconds(pid))
-    started = time.monotonic()
-    time.sleep(seconds)  # a measurement window, not a synchronisation
-    return (sum(cpu_seconds(pid)) - before) / (time.monotonic() - started) * 100
 
 
 @dataclass(frozen=True)
@@ -362,11 +218,12 @@ def exponent(sizes: Sequence[float], values: Sequence[float]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in pts) / sxx
 
 
-def table(rows: list[dict[str, float]]) -> str:
+def table(rows: list[dict[str, float]], metrics: Sequence[Metric] = METRICS,
+          goal: str = "goal at 20,000") -> str:
     sizes = [r["size"] for r in rows]
-    head = ["metric", *(f"{int(s):,}" for s in sizes), "exponent k", "goal at 20,000"]
+    head = ["metric", *(f"{int(s):,}" for s in sizes), "exponent k", goal]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for m in METRICS:
+    for m in metrics:
         values = [r.get(m.key) for r in rows]
         cells = [m.fmt.format(v) if v is not None else "—" for v in values]
         k = exponent(sizes, [v for v in values if v is not None]) \
@@ -389,15 +246,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="idle CPU window (default 10, quick 1)")
     ap.add_argument("--override", action="append", default=[], metavar="K=V",
                     help="a broker property for every run")
+    ap.add_argument("--groups", default=None,
+                    help="consumer-group counts, comma-separated (e.g. 100,1000,10000)")
+    ap.add_argument("--connections", default=None,
+                    help="idle-connection counts, comma-separated (e.g. 1000,10000)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write the rows here too")
     args = ap.parse_args(argv)
+    from bench.scale_connections import CONNECTION_METRICS, measure_connections
+    from bench.scale_groups import GROUP_METRICS, measure_groups
+
+    def counts(text: str | None) -> list[int]:
+        return [int(s.replace("_", "")) for s in text.split(",")] if text else []
+
     if args.sizes:
         sizes = [int(s.replace("_", "").replace(",", "")) for s in args.sizes.split(",")]
+    elif args.groups or args.connections:
+        sizes = []
     else:
         sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
     if args.huge:
         sizes.append(HUGE)
+    group_sizes = counts(args.groups)
+    connection_sizes = counts(args.connections)
     idle_s = args.idle_seconds if args.idle_seconds is not None else (1 if args.quick else 10)
     extra = dict(kv.split("=", 1) for kv in args.override)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="odradek-scale-"))
@@ -410,13 +281,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     for size in sizes:
         records = args.records or (size * 2 if args.quick else max(size * 2, 20_000))
         rows.append(measure_size(size, args.per_topic, workdir, idle_s, records, extra, say))
+    group_rows = [measure_groups(n, workdir, say) for n in group_sizes]
+    connection_rows = [measure_connections(n, workdir, say) for n in connection_sizes]
     load = os.getloadavg()
-    print(table(rows))
-    print(f"\n{args.per_topic} partitions per topic, one broker, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} cores; "
-          "exponent k of cost ∝ size^k")
+    where = (f"one broker, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
+             f"{os.cpu_count()} cores; exponent k of cost ∝ size^k")
+    if rows:
+        print(table(rows))
+        print(f"\npartitions, {args.per_topic} per topic, {where}\n")
+    if group_rows:
+        print(table(group_rows, [Metric(*m) for m in GROUP_METRICS], "goal"))
+        print(f"\nconsumer groups of one member, {where}\n")
+    if connection_rows:
+        print(table(connection_rows, [Metric(*m) for m in CONNECTION_METRICS], "goal"))
+        print(f"\nidle connections beside one busy client, {where}")
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "load": load}, indent=1))
+        args.json.write_text(json.dumps({"rows": rows, "groups": group_rows,
+                                         "connections": connection_rows, "load": load},
+                                        indent=1))
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)
     return 0

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,3 +33,26 @@ def test_scale_bench_quick_measures_every_cost_at_each_size(tmp_path: Path) -> N
     assert len(lines) == 1, report
     exponent = lines[0].split("|")[4].strip()
     float(exponent)
+
+
+@pytest.mark.slow  # three broker starts: about a minute on a loaded machine
+def test_scale_bench_groups_and_connections_at_a_small_size(tmp_path: Path) -> None:
+    """20 groups join, commit, fetch, list and are served again after a restart; a busy
+    client's latency is measured alone and beside 50 idle connections."""
+    out = tmp_path / "scale.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.scale", "--groups", "20", "--connections", "50",
+         "--workdir", str(tmp_path / "work"), "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180)
+    report = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, report
+    result = json.loads(out.read_text())
+    assert result["rows"] == [], report  # no partitions dimension unless asked
+    (groups,) = result["groups"]
+    assert groups["size"] == 20
+    for key in ("join_p99_ms", "commit_p99_ms", "fetch_p99_ms", "list_ms", "load_s"):
+        assert groups[key] > 0, (key, groups)
+    (conns,) = result["connections"]
+    assert conns["size"] == 50 and conns["alone_p99_ms"] > 0 and conns["busy_p99_ms"] > 0
+    assert "| groups served after a restart (s) |" in proc.stdout, report
+    assert "| p99 ratio (crowded / alone) |" in proc.stdout, report

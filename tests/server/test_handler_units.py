@@ -72,7 +72,7 @@ def _pipeline(metadata: FakeMetadata, **config: str) -> RequestPipeline:
     ports = Ports(node_id=1, config=BrokerConfig.load(environ={}, overrides=config),
                   metadata=metadata,  # type: ignore[arg-type]
                   replicas=NoReplicas(),  # type: ignore[arg-type]
-                  logs=SimpleNamespace(unopened={}),  # type: ignore[arg-type]
+                  logs=SimpleNamespace(unopened={}, offline_dirs={}),  # type: ignore[arg-type]
                   groups=None, transactions=None,  # type: ignore[arg-type]
                   metrics=BrokerMetrics(),
                   topic_config=lambda _t: LogConfig(),

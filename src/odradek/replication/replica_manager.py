@@ -35,7 +35,7 @@ from odradek.replication.settings import ReplicaSettings
 from odradek.storage.file_records import FileRecords
 
 if TYPE_CHECKING:
-    from odradek.cluster.metadata import MetadataImage, PartitionInfo
+    from odradek.cluster.metadata import MetadataImage, PartitionInfo, TopicInfo
     from odradek.storage.manager import LogManager
 
 __all__ = ["AlterIsr", "FollowerState", "Partition", "PartitionRead", "ReplicaManager"]
@@ -85,6 +85,12 @@ class ReplicaManager:
         self._image: MetadataImage | None = None
         self._fetchers: FetcherManager | None = None
         self._seen: set[tuple[str, int]] = set()
+        # the partitions by topic (a topic's change visits only its own), each topic's
+        # entry as last applied, and the topics that got partitions since then
+        self._by_topic: dict[str, dict[int, Partition]] = {}
+        self._applied: dict[str, TopicInfo] = {}
+        self._added: set[str] = set()
+        self._offline_dirs_seen = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._isr_check: asyncio.Task[None] | None = None
         self._hw_checkpoint: asyncio.Task[None] | None = None
@@ -102,11 +108,17 @@ class ReplicaManager:
 
     # ---- roles ------------------------------------------------------------------
 
-    def apply_leadership(self, image: MetadataImage) -> None:
+    def apply_leadership(self, image: MetadataImage, topics: Iterable[str] | None = None
+                         ) -> None:
         """Follow the image's leaders, epochs and ISRs.
 
         The broker calls this on its event loop after every metadata change, once the
-        log and the Partition of every replica it hosts exist.
+        log and the Partition of every replica it hosts exist. `topics` names what the
+        change was about (a topic's event); then only those topics, and those that got
+        partitions here since the last call, are visited: a change costs what it changed,
+        not every partition the broker holds. Without it (a cluster-wide event) each
+        topic's entry is compared with the one last applied — by identity first, as the
+        embedded controller keeps unchanged topics' entries, then by value.
         """
         self._image = image
         me = image.brokers.get(self.node_id)
@@ -114,19 +126,46 @@ class ReplicaManager:
             listeners = {name for name, _, _ in me.listeners}
             wanted = self.channel_security.listener
             self._listener = wanted if wanted in listeners else me.listeners[0][0]
-        hosted: set[tuple[str, int]] = set()
-        for topic in image.topics.values():
+        offline = len(self.logs.offline_dirs)
+        if offline != self._offline_dirs_seen:
+            # a log dir that went offline changes what its followers may do (no fetching)
+            self._offline_dirs_seen = offline
+            visit = set(image.topics) | set(self._applied)
+        elif topics is None:
+            visit = {name for name, t in image.topics.items()
+                     if (seen := self._applied.get(name)) is not t and seen != t}
+            visit.update(name for name in self._applied if name not in image.topics)
+        else:
+            visit = set(topics)
+        visit |= self._added
+        self._added = set()
+        for name in visit:
+            topic = image.topics.get(name)
+            if topic is None:
+                self._applied.pop(name, None)
+                self._forget_topic(name)
+                continue
+            self._applied[name] = topic
+            hosted = self._by_topic.get(name, {})
             for info in topic.partitions:
-                key = (topic.name, info.partition)
-                p = self.partitions.get(key)
-                if p is None:
-                    continue
-                hosted.add(key)
-                self._apply(p, info)
-        for key in list(self._seen - hosted):
-            self._seen.discard(key)
-            if self._fetchers is not None:
-                self._fetchers.remove(key)
+                p = hosted.get(info.partition)
+                if p is not None:
+                    self._apply(p, info)
+            if len(hosted) > len(topic.partitions):  # cannot shrink in Kafka; be safe
+                live = {info.partition for info in topic.partitions}
+                for index in hosted:
+                    if index not in live:
+                        self._stop_following((name, index))
+
+    def _forget_topic(self, name: str) -> None:
+        """The topic left the image: its replicas follow no one any more."""
+        for index in self._by_topic.get(name, {}):
+            self._stop_following((name, index))
+
+    def _stop_following(self, key: tuple[str, int]) -> None:
+        self._seen.discard(key)
+        if self._fetchers is not None:
+            self._fetchers.remove(key)
 
     def apply_one(self, image: MetadataImage, topic: str, index: int) -> None:
         """`apply_leadership` for one partition: the broker opens a big topic's
@@ -353,21 +392,32 @@ class ReplicaManager:
     def add(self, partition: Partition) -> None:
         partition.node_id = self.node_id
         self.partitions[(partition.topic, partition.index)] = partition
+        self._by_topic.setdefault(partition.topic, {})[partition.index] = partition
+        self._added.add(partition.topic)
+
+    def discard(self, topic: str, index: int) -> Partition | None:
+        """Stop hosting one partition (a reassignment moved it away)."""
+        p = self.partitions.pop((topic, index), None)
+        hosted = self._by_topic.get(topic)
+        if hosted is not None:
+            hosted.pop(index, None)
+            if not hosted:
+                del self._by_topic[topic]
+        self._stop_following((topic, index))
+        return p
 
     def remove_topic(self, topic: str) -> list[Partition]:
-        gone = [p for key, p in self.partitions.items() if key[0] == topic]
+        gone = sorted(self._by_topic.pop(topic, {}).values(), key=lambda p: p.index)
+        self._applied.pop(topic, None)
+        self._added.discard(topic)
         for p in gone:
             del self.partitions[(p.topic, p.index)]
-            if self._fetchers is not None:
-                self._fetchers.remove((p.topic, p.index))
-            self._seen.discard((p.topic, p.index))
+            self._stop_following((p.topic, p.index))
             p.fail_waiters()  # also tells the fetch sessions holding it
         return gone
 
     def topic_partitions(self, topic: str) -> list[Partition]:
-        return sorted(
-            (p for key, p in self.partitions.items() if key[0] == topic), key=lambda p: p.index
-        )
+        return sorted(self._by_topic.get(topic, {}).values(), key=lambda p: p.index)
 
     # ---- fetch ------------------------------------------------------------------
 

@@ -543,7 +543,7 @@ class Broker:
                     and self.node_id in info.partitions[p.index].replicas):
                 continue
             log.info("deleting log %s-%d: no longer a replica here", topic, p.index)
-            del self.replicas.partitions[(topic, p.index)]
+            self.replicas.discard(topic, p.index)
             for waiter in list(p.waiters):
                 waiter.complete()
             self.logs.delete(topic, p.index)
@@ -607,7 +607,8 @@ class Broker:
         self._after_change(event, new, topic)
 
     def _after_change(self, event: str, new: MetadataImage, topic: str) -> None:
-        self.replicas.apply_leadership(new)
+        # a topic's event changed that topic only; the others are compared
+        self.replicas.apply_leadership(new, (topic,) if topic else None)
         # the coordinators follow the leadership of their internal partitions: a topic's
         # events name it; brokers coming and going, or our own fencing, move any of them
         if event in ("created", "partitions", "deleted", "partition-state", "brokers",

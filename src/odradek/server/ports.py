@@ -76,6 +76,9 @@ class LogDirs(Protocol):
     @property
     def unopened(self) -> Mapping[tuple[str, int], str]: ...
 
+    @property
+    def offline_dirs(self) -> Mapping[Any, str]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Ports:

@@ -22,14 +22,15 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from odradek.storage.checkpoints import fsync_dir
+from odradek.storage.checkpoints import TopicPartition, fsync_dir
 from odradek.storage.segment import CLEANED_SUFFIX, DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
 
 if TYPE_CHECKING:
+    from odradek.storage.cleaner_manager import LogCleanerManager
     from odradek.storage.log import Log
-    from odradek.storage.manager import LogManager
+    from odradek.storage.log_config import LogConfig
 
 log = logging.getLogger(__name__)
 
@@ -96,10 +97,26 @@ def sync_partition_dir(source: Path, dest: Path, *, fsync: bool = False) -> int:
     return copied
 
 
+class MoveHost(Protocol):
+    """What a move needs of the log manager that owns the partition (kept to this, so
+    that the manager depends on moves and not the other way round)."""
+
+    cleaner_manager: LogCleanerManager
+
+    def get(self, topic: str, partition: int) -> Log | None: ...
+
+    def open_log(self, path: Path, config: LogConfig, *, recovery_point: int = 0,
+                 log_start_offset: int = 0, clean_shutdown: bool = False,
+                 must_exist: bool = False) -> Log: ...
+
+    def adopt_moved_log(self, tp: TopicPartition, lg: Log, directory: Path,
+                        old_path: Path | None) -> None: ...
+
+
 class PartitionMove:
     """One partition on its way to another log dir; see the module docstring."""
 
-    def __init__(self, manager: LogManager, topic: str, partition: int, target_dir: Path) -> None:
+    def __init__(self, manager: MoveHost, topic: str, partition: int, target_dir: Path) -> None:
         lg = manager.get(topic, partition)
         if lg is None:
             raise KeyError(f"{topic}-{partition} is not on this broker")

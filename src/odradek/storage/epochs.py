@@ -50,6 +50,8 @@ class LeaderEpochFileCache:
         self.unsaved = False  # a write failed for want of descriptors: retried later
         self._unsynced = False
         self._entries: list[EpochEntry] = self._read()
+        # what the file holds (None: unknown): a write of the same entries is skipped
+        self._on_disk: list[EpochEntry] | None = None if self.damaged else list(self._entries)
 
     def _read(self) -> list[EpochEntry]:
         try:
@@ -90,6 +92,9 @@ class LeaderEpochFileCache:
         self.damaged = None
 
     def flush(self) -> None:
+        if self._entries == self._on_disk:
+            self.unsaved = False
+            return
         lines = (f"{e.epoch} {e.start_offset}" for e in self._entries)
         try:
             write_atomically(self.path, format_checkpoint(lines).encode(), sync=self._sync)
@@ -104,9 +109,12 @@ class LeaderEpochFileCache:
             return
         self.unsaved = False
         self._unsynced = not self._sync
+        self._on_disk = list(self._entries)
 
     def sync(self) -> None:
         """Make the last write durable, if it was not."""
+        if self.unsaved:
+            self.flush()
         if not self._unsynced:
             return
         self._unsynced = False
@@ -182,13 +190,22 @@ class LeaderEpochFileCache:
             return requested_epoch, self._entries[0].start_offset
         return self._entries[higher - 1].epoch, self._entries[higher].start_offset
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Forget epochs starting at or after `end_offset` (the log was cut there)."""
+    def truncate_from_end(self, end_offset: int, *, write: bool = True) -> None:
+        """Forget epochs starting at or after `end_offset` (the log was cut there).
+
+        `write=False` (loading a log): written by the next change, the next sync or the
+        close, not now, as Kafka's truncateFromEndAsyncFlush — loading an empty
+        partition cut its epoch and becoming its leader wrote it back: two file writes
+        per partition per start-up. A crash first leaves epochs past the log end,
+        which the next load cuts again."""
         latest = self.latest_entry
         if end_offset >= 0 and latest is not None and latest.start_offset >= end_offset:
             while self._entries and self._entries[-1].start_offset >= end_offset:
                 self._entries.pop()
-            self.flush()
+            if write:
+                self.flush()
+            else:
+                self.unsaved = True
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at `start_offset`: the epoch covering it starts there."""
@@ -208,3 +225,4 @@ class LeaderEpochFileCache:
     def delete(self) -> None:
         self._entries = []
         self.path.unlink(missing_ok=True)
+        self._on_disk = []

@@ -350,7 +350,7 @@ class LogLoader:
                 seg.mark_flushed()  # after a clean stop, or below the recovery point
         recovery_point = log_end if self.clean_shutdown else min(self.recovery_point, log_end)
 
-        self.leader_epochs.truncate_from_end(log_end)
+        self.leader_epochs.truncate_from_end(log_end, write=False)
         self.leader_epochs.truncate_from_start(log_start)
         self.producer_state.remove_stray_snapshots([s.base_offset for s in segments])
         rebuild_producer_state(segments, self.producer_state, log_start, log_end, self.now_ms)

@@ -86,6 +86,8 @@ class Log:
         self.closed = False
         self.offline = False  # its log dir failed: every operation raises
         self.on_io_error: Callable[[Log, OSError], None] | None = None
+        # after each append: the log manager's flush timer visits only appended logs
+        self.on_append: Callable[[Log], None] | None = None
         self.txn_indexes = TxnIndexes()  # the segments' aborted transactions (.txnindex)
         self.flushes = FlushQueue()  # the log manager gives it the flusher thread
 
@@ -342,6 +344,8 @@ class Log:
         except OSError as exc:
             raise self._io_failed("append", exc) from exc
         self.producer_state.update_map_end_offset(self.log_end_offset)
+        if self.on_append is not None:
+            self.on_append(self)
 
     def roll(self) -> LogSegment:
         """Start a new segment at the log end (Kafka's force roll)."""

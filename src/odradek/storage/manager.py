@@ -1,11 +1,8 @@
 """LogManager: the log dirs (`log.dirs`), their checkpoints and the partitions in them.
 
-Startup, per log dir: check or create `meta.properties` (refusing a dir that belongs
-to another node or cluster), note Kafka's clean-shutdown marker `.kafka_cleanshutdown`
-(present: the files are trusted, no recovery scan), read the recovery-point and
-log-start checkpoints, remove directories left by deleted partitions, and open every
-`<topic>-<partition>` with `num.recovery.threads.per.data.dir` threads. The marker is
-removed once the dir is loaded, so a crash from then on triggers recovery.
+Startup (log_dir_load.py), per log dir: check or create `meta.properties`, note the
+clean-shutdown marker, read the checkpoints and open every `<topic>-<partition>` with
+`num.recovery.threads.per.data.dir` threads.
 
 Running: `create` places a new partition in the dir holding the fewest, `delete`
 renames it to `<topic>-<partition>.<uuid>-delete` and removes it later,
@@ -25,7 +22,6 @@ dirs carry on. A dir that cannot be read at start-up is offline from the start.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -39,6 +35,7 @@ from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from odradek.configdef import LONG_MAX
 from odradek.protocol.errors import (
     InvalidTopic,
     KafkaError,
@@ -47,36 +44,24 @@ from odradek.protocol.errors import (
 )
 from odradek.storage.checkpoints import (
     CLEAN_SHUTDOWN_FILE,
-    LOG_START_OFFSET_CHECKPOINT,
-    META_PROPERTIES,
-    PARTITION_METADATA,
-    RECOVERY_POINT_CHECKPOINT,
-    REPLICATION_OFFSET_CHECKPOINT,
-    MetaProperties,
     TopicPartition,
     fsync_dir,
-    fsync_file,
-    new_uuid,
-    read_meta_properties,
-    read_offsets_or_reset,
     write_atomically,
-    write_meta_properties,
-    write_offsets,
     write_partition_metadata,
 )
 from odradek.storage.cleaner import Owner
 from odradek.storage.cleaner_manager import CleanerConfig, LogCleaner, LogCleanerManager
 from odradek.storage.descriptors import ExhaustionWarnings, is_exhausted
+from odradek.storage.dir_checkpoints import DirCheckpoints, sync_new
 from odradek.storage.dir_move import PartitionMove
 from odradek.storage.log import Log
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_dir_load import check_meta_properties, load_dir
 from odradek.storage.log_dir_scan import (
     DELETE_DIR_SUFFIX,
     DirAssignments,
     LogDirError,
     StartupAborted,
-    open_found_partition,
-    partition_dirs,
 )
 from odradek.storage.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from odradek.storage.retention import delete_old_segments, delete_records
@@ -159,6 +144,12 @@ class LogManager:
         self.on_log_moved: Callable[[TopicPartition, Log], None] | None = None
         self.started = False
         self._aborting = threading.Event()
+        # the flush timer's work list (Log.on_append); `.deleted` segments are purged by
+        # a walk of every log once per half file.delete.delay.ms (at most 30 s)
+        self._unflushed: set[Log] = set()
+        self._next_purge_walk = 0
+        self._checkpoints = DirCheckpoints()
+        self._checkpoint_soon: set[Path] = set()  # dirs with deletions not checkpointed
 
     # -------------------------------------------------------------- startup
 
@@ -182,7 +173,8 @@ class LogManager:
                 directory.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 self._dir_failed(directory, exc)
-        self._check_meta_properties()
+        self.directory_ids.update(check_meta_properties(
+            self.online_dirs, self.node_id, self.cluster_id, self._dir_failed))
         for directory in self.online_dirs:
             try:
                 self._load_dir(directory)
@@ -198,95 +190,16 @@ class LogManager:
         self.cleaner_manager = LogCleanerManager(self.online_dirs, self._log_items, self._clock)
         self.started = True
 
-    def _check_meta_properties(self) -> None:
-        seen_ids: dict[str, Path] = {}
-        for directory in self.online_dirs:
-            path = directory / META_PROPERTIES
-            try:
-                meta = read_meta_properties(path)
-                if meta is None:
-                    meta = MetaProperties(1, self.cluster_id, self.node_id, new_uuid())
-                    write_meta_properties(path, meta)
-                    log.info("wrote %s for node %d of cluster %s", path, self.node_id,
-                             self.cluster_id)
-            except OSError as exc:
-                self._dir_failed(directory, exc)
-                continue
-            if meta.node_id is not None and meta.node_id != self.node_id:
-                raise LogDirError(
-                    f"{path} belongs to node {meta.node_id}, but this broker is node "
-                    f"{self.node_id}: the dir holds another broker's data (check node.id "
-                    f"and log.dirs)"
-                )
-            if meta.cluster_id is not None and meta.cluster_id != self.cluster_id:
-                raise LogDirError(
-                    f"{path} belongs to cluster {meta.cluster_id}, but this broker is in "
-                    f"cluster {self.cluster_id}: refusing to mix the two clusters' data"
-                )
-            if meta.directory_id is not None:
-                if meta.directory_id in seen_ids:
-                    raise LogDirError(
-                        f"{directory} and {seen_ids[meta.directory_id]} have the same "
-                        f"directory.id {meta.directory_id}: one was copied from the other"
-                    )
-                seen_ids[meta.directory_id] = directory
-                self.directory_ids[directory] = meta.directory_id
-
     def _load_dir(self, directory: Path) -> None:
-        marker = directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        self.had_clean_shutdown[directory] = clean
-        recovery_points = read_offsets_or_reset(
-            directory / RECOVERY_POINT_CHECKPOINT,
-            "recovery points reset to 0: every partition of the dir is recovered in full")
-        log_starts = read_offsets_or_reset(
-            directory / LOG_START_OFFSET_CHECKPOINT,
-            "log start offsets reset to each partition's first segment")
-        high_watermarks = read_offsets_or_reset(
-            directory / REPLICATION_OFFSET_CHECKPOINT,
-            "high watermarks reset to each log's start until replication sets them")
-        jobs = partition_dirs(directory)
-        for tp, _path in jobs:
-            if tp in self._dir_of:
-                raise LogDirError(
-                    f"partition {tp[0]}-{tp[1]} is in both {self._dir_of[tp]} and {directory}"
-                )
-            self._dir_of[tp] = directory
+        def open_partition(tp: TopicPartition, path: Path, recovery_point: int,
+                           log_start: int, clean: bool) -> Log:
+            return self.open_log(path, self._config_for(tp[0]), recovery_point=recovery_point,
+                                 log_start_offset=log_start, clean_shutdown=clean,
+                                 must_exist=True)
 
-        def load(job: tuple[TopicPartition, Path]) -> tuple[TopicPartition, Log | None]:
-            if self._aborting.is_set():
-                raise StartupAborted
-            tp, path = job
-            return tp, open_found_partition(path, lambda: self.open_log(
-                path,
-                self._config_for(tp[0]),
-                recovery_point=recovery_points.get(tp, 0),
-                log_start_offset=log_starts.get(tp, 0),
-                clean_shutdown=clean,
-                must_exist=True,
-            ))
-
-        log.info("loading %d partitions from %s after %s shutdown, %d thread(s)",
-                 len(jobs), directory, "a clean" if clean else "an unclean",
-                 self.recovery_threads_per_dir)
-        started = time.monotonic()
-        with ThreadPoolExecutor(self.recovery_threads_per_dir) as pool:
-            for tp, opened in pool.map(load, jobs):
-                if opened is None:
-                    del self._dir_of[tp]
-                    continue
-                opened.high_watermark = high_watermarks.get(tp, opened.log_start_offset)
-                # kept aside: the broker may open a partition as its only replica (HW =
-                # LEO), and replication restores this when the partition has followers
-                opened.recovered_high_watermark = opened.high_watermark
-                self._logs[tp] = opened
-        log.info(
-            "loaded %d partitions from %s in %.2fs (%s shutdown)",
-            len(jobs), directory, time.monotonic() - started, "clean" if clean else "unclean",
-        )
-        if clean:
-            marker.unlink()
-            fsync_dir(directory)
+        self.had_clean_shutdown[directory] = load_dir(
+            directory, open_partition, assigned=self._dir_of, into=self._logs,
+            threads=self.recovery_threads_per_dir, aborting=self._aborting)
 
     # -------------------------------------------------------------- partitions
 
@@ -322,8 +235,13 @@ class LogManager:
             producer_id_expiration_ms=self.producer_id_expiration_ms, must_exist=must_exist,
         )  # fmt: skip
         lg.on_io_error = self._on_io_error
+        lg.on_append = self._note_append
         lg.flushes.executor = self.flusher
+        self._unflushed.add(lg)  # recovered logs may hold unflushed data or a rolled segment
         return lg
+
+    def _note_append(self, lg: Log) -> None:
+        self._unflushed.add(lg)  # the set of the moment: flush_due swaps it
 
     def _on_io_error(self, lg: Log, exc: OSError) -> None:
         directory = self._dir_of.get((lg.topic, lg.partition), lg.directory.parent)
@@ -419,32 +337,14 @@ class LogManager:
         return created
 
     def sync_created(self) -> None:
-        """fsync what `create(durable=False)` left unsynced: each new partition's
-        metadata file and dir, then each parent dir once."""
+        """fsync what `create(durable=False)` left unsynced."""
         pending, self._unsynced = self._unsynced, set()
-        parents: set[Path] = set()
-        for path in pending:
-            if path.parent in self.offline_dirs or not path.exists():
-                continue  # deleted meanwhile, or its dir failed
-            try:
-                with contextlib.suppress(FileNotFoundError):
-                    fsync_file(path / PARTITION_METADATA)
-                fsync_dir(path)
-                parents.add(path.parent)
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                self._dir_failed(path.parent, exc)
-        for directory in parents:
-            try:
-                fsync_dir(directory)
-            except OSError as exc:
-                self._dir_failed(directory, exc)
+        sync_new(pending, self.offline_dirs, self._dir_failed)
 
     def delete_many(self, partitions: Iterable[TopicPartition]) -> None:
-        """Delete partitions, checkpointing each dir once at the end (Kafka's
-        asyncDelete with checkpoint=false, then one checkpoint per dir): deleting a
-        topic of thousands of partitions rewrote every checkpoint once per partition."""
+        """Delete partitions (Kafka's asyncDelete with checkpoint=false): the renames are
+        durable now; the next flush tick rewrites the dirs' checkpoints once for every
+        deletion since (a stale line is harmless: the loader reads only what it finds)."""
         touched: set[Path] = set()
         for tp in partitions:
             directory = self._dir_of.get(tp)
@@ -453,9 +353,9 @@ class LogManager:
         for directory in touched:
             try:
                 fsync_dir(directory)
-                self._checkpoint_dir(directory)
             except OSError as exc:
                 self._dir_failed(directory, exc)
+        self._checkpoint_soon |= touched
 
     def delete(self, topic: str, partition: int, *, checkpoint: bool = True) -> Path | None:
         """Close the log and rename its dir `<topic>-<partition>.<uuid>-delete`;
@@ -559,30 +459,15 @@ class LogManager:
         return [(tp, lg) for tp, lg in self._logs.copy().items() if dirs.get(tp) == directory]
 
     def _checkpoint_dir(self, directory: Path) -> None:
-        logs = list(self._logs_in(directory))
-        write_offsets(
-            directory / RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs}
-        )
-        # Like Kafka, only where the log start is above the first segment's base.
-        write_offsets(
-            directory / LOG_START_OFFSET_CHECKPOINT,
-            {
-                tp: lg.log_start_offset
-                for tp, lg in logs
-                if lg.log_start_offset > lg.segments[0].base_offset
-            },
-        )
-        write_offsets(
-            directory / REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in logs}
-        )
+        self._checkpoints.write(directory, self._logs_in(directory))
 
     def checkpoint_high_watermarks(self) -> None:
         """Write `replication-offset-checkpoint` of every dir (replica.high.watermark.
-        checkpoint.interval.ms); a restarted follower exposes nothing above it."""
+        checkpoint.interval.ms) where a watermark moved; a restarted follower exposes
+        nothing above it."""
         for directory in self.online_dirs:
             try:
-                write_offsets(directory / REPLICATION_OFFSET_CHECKPOINT,
-                              {tp: lg.high_watermark for tp, lg in self._logs_in(directory)})
+                self._checkpoints.write_high_watermarks(directory, self._logs_in(directory))
             except OSError as exc:
                 self._dir_failed(directory, exc)
 
@@ -597,24 +482,41 @@ class LogManager:
 
     def flush_due(self) -> int:
         """The flush timer: segments rolled since their last flush, and logs whose
-        `flush.messages` / `flush.ms` is reached. Blocking (fsync): run it in a thread.
-        Returns how many logs were flushed."""
+        `flush.ms` is reached; then the checkpoints owed by deletions. Blocking (fsync):
+        run it in a thread. Returns how many logs were flushed. Only logs appended to
+        since they were last found flushed are visited (a walk of every log each second
+        was an idle broker's CPU at 20,000 partitions)."""
         flushed = 0
         now = self._clock()
-        # one pass over the logs per tick, for both duties: at 20,000 partitions the
-        # tick itself was the broker's idle CPU
-        for lg in self.all_logs():
-            lg.purge_deleted_segments(now)
+        # swapped, not copied: appends on the loop go to the new set meanwhile
+        pending, self._unflushed = self._unflushed, set()
+        for lg in pending:
             target = lg.flush_target(now)
-            if target is None:
-                continue  # the usual case: two cheap checks per log per tick
-            try:
-                # Kafka flushes a segment as soon as it is rolled (asynchronously).
-                lg.flush(target)
-                flushed += 1
-            except KafkaStorageError:
-                continue  # its dir is offline now (logged there); flush the others
+            if target is not None:
+                try:
+                    # Kafka flushes a segment as soon as it is rolled (asynchronously).
+                    lg.flush(target)
+                    flushed += 1
+                except KafkaStorageError:
+                    continue  # its dir is offline now (logged there); flush the others
+            if (lg.config.flush_ms < LONG_MAX and not lg.closed and not lg.offline
+                    and lg.recovery_point < lg.log_end_offset):
+                self._unflushed.add(lg)  # flush.ms not reached yet: look again next tick
+            # else nothing is due until the next append (which may roll a segment)
+        if now >= self._next_purge_walk:
+            self._next_purge_walk = now + min(self.file_delete_delay_ms // 2, 30_000)
+            for lg in self.all_logs():
+                lg.purge_deleted_segments(now)
+                if lg.config.flush_ms < LONG_MAX and lg.recovery_point < lg.log_end_offset:
+                    self._unflushed.add(lg)  # flush.ms set on a log idle since
         self._purge_deleted_dirs(now)
+        dirs, self._checkpoint_soon = self._checkpoint_soon, set()
+        for directory in dirs:
+            if directory not in self.offline_dirs:
+                try:
+                    self._checkpoint_dir(directory)
+                except OSError as exc:
+                    self._dir_failed(directory, exc)
         return flushed
 
     def remove_expired_producers(self) -> int:

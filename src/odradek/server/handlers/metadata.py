@@ -10,6 +10,7 @@ from typing import Any
 from odradek.cluster.metadata import ZERO_UUID, PartitionInfo, TopicInfo
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.server.handlers.base import ApiHandler, RequestContext, build
+from odradek.server.metadata_cache import encode_entity, entries_for, splice
 
 API_KEY = 3
 NO_AUTHORIZED_OPERATIONS = -2147483648
@@ -110,16 +111,37 @@ def handle(ctx: RequestContext, request: Any) -> Any:
 SLICE = 2000
 
 
-def _entries(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) -> Iterator[Any]:
+def _entries(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]
+             ) -> Iterator[bytes]:
+    """Each topic's entry, encoded: from the cache while this broker's replicas are all
+    on line (an entry then depends on the image alone), built afresh otherwise."""
+    for entry in _entities(ctx, request, failed):
+        yield entry if isinstance(entry, bytes) else encode_entity(entry)
+
+
+def _entities(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]
+              ) -> Iterator[Any]:
     schema = ctx.schema
     image = ctx.metadata.image
     requested = request.topics
     denied = ctx.topic_denied
+    logs = ctx.ports.logs
+    cache = entries_for(ctx.metadata) if not logs.unopened and not logs.offline_dirs \
+        else None
+    version = ctx.version
+
+    def topic_entry(t: TopicInfo) -> Any:
+        if cache is None:
+            return _topic(schema, t, ctx)
+        return cache.get(t, version, lambda: _topic(schema, t, ctx))
+
     if requested is None or (ctx.version == 0 and not requested):
         # null (v1+) or an empty list at v0 means every topic: those it may describe
+        if cache is not None:
+            cache.forget_missing(image.topics)
         for t in image.topics.values():
             if denied is None or not denied(t.name):
-                yield _topic(schema, t, ctx)
+                yield topic_entry(t)
         return
     for wanted in requested:
         name = wanted if isinstance(wanted, str) else getattr(wanted, "name", None)
@@ -129,7 +151,7 @@ def _entries(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) ->
             if found is None:
                 yield _error_topic(schema, ErrorCode.unknown_topic_id, None, topic_id)
             else:
-                yield _topic(schema, found, ctx)
+                yield topic_entry(found)
             continue
         if name is None:
             yield _error_topic(schema, ErrorCode.invalid_topic_exception, None, None)
@@ -142,10 +164,10 @@ def _entries(ctx: RequestContext, request: Any, failed: dict[str, ErrorCode]) ->
         elif topic is None:
             yield _error_topic(schema, ErrorCode.unknown_topic_or_partition, name, None)
         else:
-            yield _topic(schema, topic, ctx)
+            yield topic_entry(topic)
 
 
-def _respond(ctx: RequestContext, request: Any, topics: list[Any]) -> Any:
+def _respond(ctx: RequestContext, request: Any, topics: list[bytes]) -> Any:
     schema = ctx.schema
     image = ctx.metadata.image
     brokers = tuple(
@@ -154,15 +176,16 @@ def _respond(ctx: RequestContext, request: Any, topics: list[Any]) -> Any:
         for b in image.brokers.values()
         if not b.fenced
     )
-    return build(
+    empty = build(
         schema.MetadataResponse,
         brokers=brokers,
         cluster_id=image.cluster_id,
         controller_id=image.controller_id,
-        topics=tuple(topics),
+        topics=(),
         cluster_authorized_operations=NO_AUTHORIZED_OPERATIONS,
         error_code=ErrorCode.none,
     )
+    return splice(ctx.version, ctx.header.correlation_id, empty, topics)
 
 
 HANDLER = ApiHandler(API_KEY, 0, 13, handle)
