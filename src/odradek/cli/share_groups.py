@@ -2,9 +2,10 @@
 
 confluent-kafka has no binding for the share group admin APIs yet, so these are the
 raw requests Kafka's Admin client sends: ListGroups with the `share` type,
-ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets and
-DeleteShareGroupOffsets, each to the group's coordinator (FindCoordinator). Watermarks
-for --to-earliest/--to-latest/--to-datetime come through confluent-kafka.
+ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets,
+DeleteShareGroupOffsets and DeleteGroups, each to the group's coordinator
+(FindCoordinator). Watermarks for --to-earliest/--to-latest/--to-datetime come through
+confluent-kafka.
 """
 
 from __future__ import annotations
@@ -205,12 +206,21 @@ def delete(
     groups: list[str] = typer.Argument(..., help="Group ids"),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Delete share groups' state (they must have no members)."""
+    """Delete share groups and their state (they must have no members): DeleteGroups,
+    as kafka-share-groups.sh --delete."""
     with reported():
+        failed: dict[str, int] = {}
         for group in groups:
-            topics = sorted({r[1] for r in offset_rows(bootstrap, group)})
-            _delete_offsets(bootstrap, group, topics)
-            console.print(f"Deletion of requested share groups ('{group}') was successful.")
+            r = raw.request(coordinator(bootstrap, group), 42, 2, CLIENT_ID,
+                            groups_names=(group,))
+            failed.update({g.group_id: int(g.error_code) for g in r.results
+                           if g.error_code})
+        if failed:
+            fail("Deletion of some share groups failed:\n" + "\n".join(
+                f"* Share group '{g}' could not be deleted due to: {error_name(code)}"
+                for g, code in failed.items()))
+        listed = ", ".join(f"'{g}'" for g in groups)
+        console.print(f"Deletion of requested share groups ({listed}) was successful.")
 
 
 @app.command("delete-offsets")

@@ -1,0 +1,106 @@
+"""The classic group APIs on share groups, as Kafka 4.x answers them: DescribeGroups
+(Dead, GROUP_ID_NOT_FOUND from v6), ListGroups' `share` type filter, DeleteGroups
+(NON_EMPTY_GROUP with members; otherwise the group and its share-partition state go),
+and FindCoordinator's key type 2 (the share coordinator of a share-partition)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.coordinator.share.state import kafka_uuid
+from tests.conftest import BrokerProcess
+from tests.share.test_share_wire import ACCEPT
+from tests.wire import WireClient
+
+INVALID_REQUEST = 42
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+
+
+def start_offset(c: WireClient, group: str, topic: str) -> int:
+    s = c.schema(90, 0)
+    r = c.call(90, 0, groups=(s.DescribeShareGroupOffsetsRequestGroup(
+        group_id=group, topics=(s.DescribeShareGroupOffsetsRequestTopic(
+            topic_name=topic, partitions=(0,)),)),))
+    p = r.groups[0].topics[0].partitions[0]
+    assert p.error_code == 0, r
+    return int(p.start_offset)
+
+
+def listed(c: WireClient, *types: str) -> dict[str, tuple[str, str, str]]:
+    r = c.call(16, 5, states_filter=(), types_filter=types)
+    assert r.error_code == 0
+    return {g.group_id: (g.protocol_type, g.group_state, g.group_type) for g in r.groups}
+
+
+def test_describe_list_and_delete_a_share_group(holder: Any) -> None:
+    c, m1, topic = holder
+    group = m1.group
+    # DescribeGroups is for classic groups: v6 says so, older versions answer Dead
+    g6 = c.call(15, 6, groups=(group,), include_authorized_operations=False).groups[0]
+    assert (g6.error_code, g6.group_state, g6.protocol_type) == (GROUP_ID_NOT_FOUND, "Dead", "")
+    assert g6.error_message == f"Group {group} is not a classic group."
+    g5 = c.call(15, 5, groups=(group,), include_authorized_operations=False).groups[0]
+    assert (g5.error_code, g5.group_state, g5.members) == (0, "Dead", ())
+
+    assert listed(c, "share")[group] == ("share", "Stable", "share")
+    assert group not in listed(c, "consumer", "classic")
+
+    def delete() -> int:
+        return int(c.call(42, 2, groups_names=(group,)).results[0].error_code)
+
+    assert delete() == NON_EMPTY_GROUP
+    assert m1.ack([(0, 2, (ACCEPT,))]).error_code == 0
+    assert start_offset(c, group, topic) == 3  # the state is written
+    left = c.call(76, 1, group_id=group, member_id=m1.member, member_epoch=-1,
+                  rack_id=None, subscribed_topic_names=None)
+    assert left.error_code == 0
+    assert listed(c, "share")[group][1] == "Empty"
+
+    assert delete() == 0
+    assert start_offset(c, group, topic) == -1  # DeleteShareGroupState: no state left
+    assert group not in listed(c)
+    assert delete() == GROUP_ID_NOT_FOUND
+
+
+def test_find_the_share_coordinator_of_a_share_partition(share_broker: BrokerProcess) -> None:
+    import uuid
+
+    key = f"g1:{kafka_uuid(uuid.uuid4())}:0"
+    with WireClient(share_broker.bootstrap) as c:
+        r = c.call(10, 6, key_type=2, coordinator_keys=(key, "g1:nope:0", "g1", "g1:x:0:1"))
+        found, *bad = r.coordinators
+        assert (found.error_code, found.port) == (0, int(share_broker.bootstrap.split(":")[1]))
+        assert found.node_id >= 0
+        assert [(k.key, k.error_code) for k in bad] == [
+            ("g1:nope:0", INVALID_REQUEST), ("g1", INVALID_REQUEST),
+            ("g1:x:0:1", INVALID_REQUEST)]
+        # key type 2 needs v6, as Kafka's request builder enforces
+        assert c.call(10, 5, key_type=2, coordinator_keys=(key,)).coordinators[0].error_code \
+            == INVALID_REQUEST
+        topics = c.call(3, 12, topics=None, allow_auto_topic_creation=False,
+                        include_topic_authorized_operations=False).topics
+        assert "__share_group_state" in {t.name for t in topics}
+
+
+def test_share_groups_delete_as_kafka_share_groups_sh(holder: Any,
+                                                      share_broker: BrokerProcess) -> None:
+    from typer.testing import CliRunner
+
+    from odradek.cli import share_groups
+
+    c, m1, topic = holder
+    b = share_broker.bootstrap
+    runner = CliRunner()
+    refused = runner.invoke(share_groups.app, ["delete", m1.group, "-b", b])
+    assert refused.exit_code == 1
+    assert f"Share group '{m1.group}' could not be deleted due to: NON_EMPTY_GROUP" \
+        in refused.output
+    assert m1.ack([(0, 2, (ACCEPT,))]).error_code == 0
+    c.call(76, 1, group_id=m1.group, member_id=m1.member, member_epoch=-1, rack_id=None,
+           subscribed_topic_names=None)
+    done = runner.invoke(share_groups.app, ["delete", m1.group, "-b", b])
+    assert done.exit_code == 0, done.output
+    assert f"Deletion of requested share groups ('{m1.group}') was successful." in done.output
+    assert start_offset(c, m1.group, topic) == -1
+    assert m1.group not in runner.invoke(share_groups.app, ["list", "-b", b]).output
