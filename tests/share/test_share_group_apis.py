@@ -104,3 +104,32 @@ def test_share_groups_delete_as_kafka_share_groups_sh(holder: Any,
     assert f"Deletion of requested share groups ('{m1.group}') was successful." in done.output
     assert start_offset(c, m1.group, topic) == -1
     assert m1.group not in runner.invoke(share_groups.app, ["list", "-b", b]).output
+
+
+def test_share_group_lag_in_odradek_lag_and_describe(holder: Any,
+                                                    share_broker: BrokerProcess) -> None:
+    from typer.testing import CliRunner
+
+    from odradek.cli import lag, share_groups
+    from tests.share.test_share_wire import RELEASE, acquired
+
+    _, m1, topic = holder
+    b, runner = share_broker.bootstrap, CliRunner()
+    # 0 accepted, 1-2 released: the start offset is 1 and two records are left
+    assert m1.ack([(0, 0, (ACCEPT,)), (1, 2, (RELEASE,))]).error_code == 0
+    stuck = runner.invoke(lag.app, [m1.group, "--samples", "2", "--interval", "0.1", "-b", b])
+    assert "total lag 2" in stuck.output, stuck.output
+    assert [topic, "0", "2", "STALL"] in [line.split() for line in stuck.output.splitlines()]
+    assert stuck.exit_code == 2  # a member is there but the start offset does not move
+    described = runner.invoke(share_groups.app, ["describe", m1.group, "-b", b],
+                              terminal_width=250)
+    assert described.output.splitlines()[1].split()[4:] == ["1", "2"], described.output
+
+    got: list[tuple[int, int, int]] = []
+    while sum(last - first + 1 for first, last, _ in got) < 2:
+        r = m1.fetch(wait_ms=5000)
+        assert r.error_code == 0, r
+        got += acquired(r)
+    assert m1.ack([(1, 2, (ACCEPT,))]).error_code == 0
+    caught_up = runner.invoke(lag.app, [m1.group, "--samples", "1", "-b", b])
+    assert caught_up.exit_code == 0 and "total lag 0" in caught_up.output, caught_up.output

@@ -69,6 +69,45 @@ def list_groups(
                 print(g)
 
 
+def is_share_group(bootstrap: str, group: str) -> bool:
+    """Whether the group's coordinator lists it as a share group."""
+    r = raw.request(coordinator(bootstrap, group), 16, 5, CLIENT_ID, states_filter=(),
+                    types_filter=("share",))
+    return r.error_code == 0 and any(g.group_id == group for g in r.groups)
+
+
+def with_lag(bootstrap: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """offset_rows with every known start offset's lag: as DescribeShareGroupOffsets v1
+    counts it (records from the start offset to the high watermark not yet delivered
+    for good), or from the start offset to the log end when the coordinator cannot
+    count it (it does not lead the partition)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    if all(r[5] is not None or r[4] is None for r in rows):
+        return rows
+    probe = Consumer(client_config(bootstrap, ["group.id=odradek-share-lag-probe"]))
+    try:
+        out = []
+        for group, topic, partition, epoch, start, lag in rows:
+            if lag is None and start is not None:
+                _, high = probe.get_watermark_offsets(TopicPartition(topic, partition),
+                                                      timeout=TIMEOUT_S)
+                lag = max(high - start, 0)
+            out.append((group, topic, partition, epoch, start, lag))
+        return out
+    finally:
+        probe.close()
+
+
+def lag_rows(bootstrap: str, group: str) -> tuple[bool, list[tuple[str, int, int, int]]]:
+    """(has members, (topic, partition, start offset, lag) of each share-partition the
+    group has state for)."""
+    _, g = describe_group(bootstrap, group)
+    rows = with_lag(bootstrap, offset_rows(bootstrap, group))
+    return bool(g.members), [(t, p, start, lag) for _, t, p, _, start, lag in rows
+                             if start is not None]
+
+
 def describe_group(bootstrap: str, group: str) -> tuple[tuple[str, int], Any]:
     where = coordinator(bootstrap, group)
     r = raw.request(where, 77, 1, CLIENT_ID, group_ids=(group,),
@@ -124,7 +163,7 @@ def describe(
                               for t in m.assignment.topic_partitions) or "-")
                     for m in g.members])
             return
-        rows = offset_rows(bootstrap, group)
+        rows = with_lag(bootstrap, offset_rows(bootstrap, group))
         _table(("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"), rows)
 
 
