@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from odradek.coordinator.share.state import kafka_uuid
 from tests.conftest import BrokerProcess
 from tests.share.test_share_wire import ACCEPT
@@ -133,3 +135,36 @@ def test_share_group_lag_in_odradek_lag_and_describe(holder: Any,
     assert m1.ack([(1, 2, (ACCEPT,))]).error_code == 0
     caught_up = runner.invoke(lag.app, [m1.group, "--samples", "1", "-b", b])
     assert caught_up.exit_code == 0 and "total lag 0" in caught_up.output, caught_up.output
+
+
+def test_confluent_admin_deletes_a_share_group_a_share_consumer_used(
+        share_broker: BrokerProcess) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    from tests.share.helpers import (
+        earliest_group,
+        new_topic,
+        poll_until,
+        produce,
+        share_consumer,
+        wait_for,
+    )
+
+    b = share_broker.bootstrap
+    topic, group = new_topic(b), earliest_group(b)
+    produce(b, topic, ["a", "b", "c"])
+    admin = AdminClient({"bootstrap.servers": b})
+    with share_consumer(b, group, topic, explicit=False) as consumer:
+        poll_until(consumer, lambda seen: len(seen) >= 3)
+        assert all(e is None for e in consumer.commit_sync(30).values())
+        with pytest.raises(KafkaException) as refused:
+            admin.delete_consumer_groups([group])[group].result(30)
+        assert refused.value.args[0].code() == NON_EMPTY_GROUP
+    with WireClient(b) as c:
+        assert start_offset(c, group, topic) == 3
+        wait_for(lambda: listed(c, "share").get(group, ("", "Stable"))[1] == "Empty" or None,
+                 30, "the share consumer did not leave")
+        admin.delete_consumer_groups([group])[group].result(30)
+        assert start_offset(c, group, topic) == -1
+        assert group not in listed(c)
