@@ -64,3 +64,34 @@ def test_a_leader_sigkill_redelivers_nothing_acknowledged(tmp_path: Path) -> Non
                                on_batch=accept, timeout=120)
             assert sorted({m.offset() for m in again}) == [6, 7, 8, 9], \
                 "an acknowledged record came back, or a held one did not"
+
+
+@pytest.mark.slow
+def test_find_coordinator_key_type_2_names_the_state_partitions_leader(
+        tmp_path: Path) -> None:
+    import uuid
+
+    from odradek.coordinator.group.coordinator import partition_for
+    from odradek.coordinator.share.state import SHARE_STATE_TOPIC, coordinator_key, kafka_uuid
+
+    with Cluster(tmp_path, size=3, configs={
+            "share.coordinator.state.topic.num.partitions": "6"}) as c, quiet_stderr():
+        keys = [("g", uuid.uuid4(), p) for p in range(12)]
+        answers: dict[int, list[int]] = {}
+        for node_id in c.alive():
+            with WireClient(c.broker(node_id).bootstrap) as w:
+                def found() -> Any:
+                    r = w.call(10, 6, key_type=2, coordinator_keys=tuple(
+                        f"{g}:{kafka_uuid(t)}:{p}" for g, t, p in keys))
+                    # the first asks create the topic: COORDINATOR_NOT_AVAILABLE until
+                    # its partitions have leaders, which a client retries
+                    assert all(k.error_code in (0, 15) for k in r.coordinators), r
+                    return r if all(k.error_code == 0 for k in r.coordinators) else None
+
+                r = c.wait_for(found, 60, "no share coordinators")
+                answers[node_id] = [k.node_id for k in r.coordinators]
+        leaders = c.partitions(SHARE_STATE_TOPIC)
+        expected = [leaders[partition_for(coordinator_key(*k), 6)][0] for k in keys]
+        # every broker names the same share coordinator: the state partition's leader
+        assert all(a == expected for a in answers.values()), (answers, expected)
+        assert len(set(expected)) > 1  # the share-partitions spread over the brokers

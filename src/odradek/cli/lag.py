@@ -1,5 +1,8 @@
 """`odradek lag`: a group's lag judged by Burrow's rules over a sliding window of
 `--window` samples (the rules, REWIND/STOP/STALL/WARN/OK/ERR, are odradek.client.lag's).
+
+A share group's position is each share-partition's start offset and its lag the
+records not yet delivered for good, as kafka-share-groups.sh --describe shows them.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from odradek.cli.common import BootstrapOption, console, reported
 from odradek.cli.signals import long_running
 from odradek.client.lag import Sample, evaluate_partition, group_status
 
-app = typer.Typer(help="Evaluate a consumer group's lag as Burrow does.")
+app = typer.Typer(help="Evaluate a consumer or share group's lag as Burrow does.")
 
 
 class LagWatcher:
@@ -29,8 +32,21 @@ class LagWatcher:
         self.windows: dict[tuple[str, int], deque[Sample]] = {}
         self.size = window
         self.has_members = False
+        self.share: bool | None = None  # a share group? asked at the first sample
 
     def sample(self) -> None:
+        from odradek.cli import share_groups
+
+        if self.share is None:
+            self.share = share_groups.is_share_group(self.bootstrap, self.group)
+        if self.share:
+            self.has_members, shares = share_groups.lag_rows(self.bootstrap, self.group)
+            now = time.time()
+            for topic, partition, start, lag in shares:
+                window = self.windows.setdefault((topic, partition), deque(maxlen=self.size))
+                # the start offset is the position; what is left to deliver its lag
+                window.append(Sample(now, start, start + lag))
+            return
         desc, rows = self._describe(self.bootstrap, self.group)
         self.has_members = bool(desc.members)
         now = time.time()

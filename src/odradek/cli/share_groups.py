@@ -2,9 +2,10 @@
 
 confluent-kafka has no binding for the share group admin APIs yet, so these are the
 raw requests Kafka's Admin client sends: ListGroups with the `share` type,
-ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets and
-DeleteShareGroupOffsets, each to the group's coordinator (FindCoordinator). Watermarks
-for --to-earliest/--to-latest/--to-datetime come through confluent-kafka.
+ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets,
+DeleteShareGroupOffsets and DeleteGroups, each to the group's coordinator
+(FindCoordinator). Watermarks for --to-earliest/--to-latest/--to-datetime come through
+confluent-kafka.
 """
 
 from __future__ import annotations
@@ -68,6 +69,45 @@ def list_groups(
                 print(g)
 
 
+def is_share_group(bootstrap: str, group: str) -> bool:
+    """Whether the group's coordinator lists it as a share group."""
+    r = raw.request(coordinator(bootstrap, group), 16, 5, CLIENT_ID, states_filter=(),
+                    types_filter=("share",))
+    return r.error_code == 0 and any(g.group_id == group for g in r.groups)
+
+
+def with_lag(bootstrap: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """offset_rows with every known start offset's lag: as DescribeShareGroupOffsets v1
+    counts it (records from the start offset to the high watermark not yet delivered
+    for good), or from the start offset to the log end when the coordinator cannot
+    count it (it does not lead the partition)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    if all(r[5] is not None or r[4] is None for r in rows):
+        return rows
+    probe = Consumer(client_config(bootstrap, ["group.id=odradek-share-lag-probe"]))
+    try:
+        out = []
+        for group, topic, partition, epoch, start, lag in rows:
+            if lag is None and start is not None:
+                _, high = probe.get_watermark_offsets(TopicPartition(topic, partition),
+                                                      timeout=TIMEOUT_S)
+                lag = max(high - start, 0)
+            out.append((group, topic, partition, epoch, start, lag))
+        return out
+    finally:
+        probe.close()
+
+
+def lag_rows(bootstrap: str, group: str) -> tuple[bool, list[tuple[str, int, int, int]]]:
+    """(has members, (topic, partition, start offset, lag) of each share-partition the
+    group has state for)."""
+    _, g = describe_group(bootstrap, group)
+    rows = with_lag(bootstrap, offset_rows(bootstrap, group))
+    return bool(g.members), [(t, p, start, lag) for _, t, p, _, start, lag in rows
+                             if start is not None]
+
+
 def describe_group(bootstrap: str, group: str) -> tuple[tuple[str, int], Any]:
     where = coordinator(bootstrap, group)
     r = raw.request(where, 77, 1, CLIENT_ID, group_ids=(group,),
@@ -123,7 +163,7 @@ def describe(
                               for t in m.assignment.topic_partitions) or "-")
                     for m in g.members])
             return
-        rows = offset_rows(bootstrap, group)
+        rows = with_lag(bootstrap, offset_rows(bootstrap, group))
         _table(("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"), rows)
 
 
@@ -205,12 +245,21 @@ def delete(
     groups: list[str] = typer.Argument(..., help="Group ids"),
     bootstrap: str = BootstrapOption,
 ) -> None:
-    """Delete share groups' state (they must have no members)."""
+    """Delete share groups and their state (they must have no members): DeleteGroups,
+    as kafka-share-groups.sh --delete."""
     with reported():
+        failed: dict[str, int] = {}
         for group in groups:
-            topics = sorted({r[1] for r in offset_rows(bootstrap, group)})
-            _delete_offsets(bootstrap, group, topics)
-            console.print(f"Deletion of requested share groups ('{group}') was successful.")
+            r = raw.request(coordinator(bootstrap, group), 42, 2, CLIENT_ID,
+                            groups_names=(group,))
+            failed.update({g.group_id: int(g.error_code) for g in r.results
+                           if g.error_code})
+        if failed:
+            fail("Deletion of some share groups failed:\n" + "\n".join(
+                f"* Share group '{g}' could not be deleted due to: {error_name(code)}"
+                for g, code in failed.items()))
+        listed = ", ".join(f"'{g}'" for g in groups)
+        console.print(f"Deletion of requested share groups ({listed}) was successful.")
 
 
 @app.command("delete-offsets")

@@ -60,6 +60,7 @@ from odradek.server.quota_step import QuotaStep
 from odradek.server.share_storage import (
     BrokerPersister,
     create_share_state_coordinator,
+    ensure_share_state_topic,
     follow_share_state_leadership,
 )
 from odradek.server.txn_storage import BrokerTransactions
@@ -420,6 +421,7 @@ class Broker:
             ensure_offsets_topic=partial(ensure_offsets_topic, self),
             spawn=lambda work: self.track(asyncio.ensure_future(work)),
             shares=self.shares,
+            ensure_share_state_topic=partial(ensure_share_state_topic, self),
         )
 
     def _follow_share_leadership(self) -> None:

@@ -100,3 +100,5 @@ class Ports:
     spawn: Callable[[Awaitable[Any]], None]
     # share groups (KIP-932): their coordinator and the share-partitions we lead
     shares: ShareGroups | None = None
+    # creates __share_group_state on a FindCoordinator for a share-partition (key type 2)
+    ensure_share_state_topic: Callable[[], Awaitable[bool]] | None = None

@@ -65,6 +65,11 @@ class ShareGroups:
         if self.state is not None:
             self.state.stop()
 
+    async def delete_group(self, group_id: str) -> None:
+        """DeleteGroups of a share group: its state, the group, and its configs."""
+        await self.admin.delete_group(group_id)
+        self.group_configs.pop(group_id, None)
+
     def auto_offset_reset(self, group_id: str) -> str:
         return self.group_configs.get(group_id, {}).get(AUTO_OFFSET_RESET, "latest")
 

@@ -61,7 +61,7 @@ class ShareGroupAdmin:
         names: set[str] = set()
         group = self.coordinator.group(group_id)
         if group is not None:
-            names |= group.subscribed_names
+            names |= group.subscribed_names | group.topics_seen
         names |= {sp.topic for k, sp in self.partitions.partitions.items()
                   if k[0] == group_id}
         state = getattr(self.partitions.persister, "state", None)
@@ -71,6 +71,24 @@ class ShareGroupAdmin:
                 if name is not None:
                     names.add(name)
         return sorted(n for n in names if self.topics.by_name(n) is not None)
+
+    # ---- DeleteGroups (42) of a share group ---------------------------------------------
+
+    def is_share_group(self, group_id: str) -> bool:
+        """A share group lives here: it has members, or state this broker knows of
+        (members are rebuilt by heartbeats, the state outlives a restart)."""
+        return self.coordinator.group(group_id) is not None or bool(self.topics_of(group_id))
+
+    async def delete_group(self, group_id: str) -> None:
+        """As Kafka's deleteGroups does a share group: NON_EMPTY_GROUP while it has
+        members; otherwise every share-partition's state goes (DeleteShareGroupState),
+        then the group."""
+        self._check_empty(group_id)
+        for name in self.topics_of(group_id):
+            topic_id, count = self.topic(name)
+            await self.delete(group_id, topic_id, count)
+        self.partitions.forget_group(group_id)
+        self.coordinator.remove_group(group_id)
 
     # ---- DescribeShareGroupOffsets (90) -----------------------------------------------
 

@@ -108,6 +108,10 @@ class ShareGroupCoordinator:
         """The share group, None when there is none (raises when not served here)."""
         return self._shard(group_id).groups.get(group_id)
 
+    def remove_group(self, group_id: str) -> None:
+        """Forget an empty group (DeleteGroups): its next member starts it anew."""
+        self._shard(group_id).groups.pop(group_id, None)
+
     def list_groups(self) -> list[ShareGroup]:
         return [g for shard in self.runtime.active_shards() for g in shard.groups.values()]
 
@@ -152,6 +156,7 @@ class ShareGroupCoordinator:
             member = group.member(member_id, epoch)
         if subscribed_names is not None:
             member.subscribed_names = sorted(set(subscribed_names))
+            group.topics_seen.update(member.subscribed_names)
         if rack_id is not None:
             member.rack_id = rack_id
         changed = group.reconcile(member, self._target(member))

@@ -49,6 +49,8 @@ class ShareGroup:
     group_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     kind: str = "share"
+    # every topic a member subscribed to: where the group may have state once empty
+    topics_seen: set[str] = field(default_factory=set)
 
     @property
     def state_name(self) -> str:

@@ -45,6 +45,7 @@ class AckType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222 (ShareFetch/ShareAcknowledge v2): a new acquisition lock
 
 
 DONE = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
@@ -90,9 +91,10 @@ class AckBatch:
         return self.types[offset - self.first_offset]
 
 
-def validate_ack_batches(batches: Sequence[AckBatch]) -> None:
+def validate_ack_batches(batches: Sequence[AckBatch], renew: bool = False) -> None:
     """KafkaApis' checks before any state is touched: ranges in order, not
-    overlapping, one type or one per offset, and known types (INVALID_REQUEST)."""
+    overlapping, one type or one per offset, and known types (INVALID_REQUEST);
+    RENEW only where the request version has it (`renew`)."""
     previous_last = -1
     for b in batches:
         if b.first_offset < 0 or b.last_offset < b.first_offset:
@@ -107,7 +109,7 @@ def validate_ack_batches(batches: Sequence[AckBatch]) -> None:
             raise KafkaError(f"{len(b.types)} acknowledge types for {size} records",
                              ErrorCode.invalid_request)
         for t in b.types:
-            if t not in AckType._value2member_map_:
+            if t not in AckType._value2member_map_ or (t == AckType.RENEW and not renew):
                 raise KafkaError(f"unknown acknowledge type {t}", ErrorCode.invalid_request)
 
 
@@ -291,12 +293,16 @@ class SharePartition:
                     raise KafkaError(f"record {self.topic}-{self.index}@{o} is not acquired "
                                      f"by member {member}", ErrorCode.invalid_record_state)
         released = False
+        renewed: list[int] = []
         for b in batches:
             for o in range(b.first_offset, b.last_offset + 1):
                 r = self.records.get(o)
                 if r is None:
                     continue
                 kind = b.type_of(o)
+                if kind == AckType.RENEW:
+                    renewed.append(o)
+                    continue
                 if kind == AckType.ACCEPT:
                     r.state = RecordState.ACKNOWLEDGED
                 elif kind == AckType.RELEASE:
@@ -304,10 +310,22 @@ class SharePartition:
                 else:  # REJECT, GAP
                     r.state = RecordState.ARCHIVED
                 r.member = None
+        if renewed:
+            self._renew(renewed)
         self._advance_start()
         self._changed()
         if released:
             self._wake()
+
+    def _renew(self, offsets: list[int]) -> None:
+        """RENEW: the records stay with their member under a new acquisition lock of
+        the full duration; the old lock's timer finds them moved on."""
+        self._acquisitions += 1
+        acquisition = self._acquisitions
+        for o in offsets:
+            self.records[o].acquisition = acquisition
+        self.call_later(self.limits.lock_duration_ms / 1000,
+                        lambda: self._lock_timed_out(acquisition, offsets))
 
     def release_member(self, member: str) -> int:
         """Make every record `member` holds available again (its session closed)."""

@@ -1,7 +1,8 @@
 """DescribeGroups (15): a classic group's state, protocol and members.
 
 Members' metadata and assignments are shown when the group is Stable, as Kafka does.
-A consumer-protocol group is described by ConsumerGroupDescribe instead.
+A consumer-protocol group is described by ConsumerGroupDescribe instead, a share group
+by ShareGroupDescribe: DescribeGroups answers them Dead (GROUP_ID_NOT_FOUND from v6).
 """
 
 from __future__ import annotations
@@ -28,6 +29,13 @@ def _describe(ctx: RequestContext, group_id: str) -> Any:
                      authorized_operations=-2147483648)
 
     try:
+        shares = ctx.ports.shares
+        if shares is not None and shares.coordinator.group(group_id) is not None:
+            # as Kafka's classicGroup lookup: a share group is not a classic group
+            if ctx.version < 6:
+                return described(ErrorCode.none, State.DEAD.value)
+            return described(ErrorCode.group_id_not_found, State.DEAD.value,
+                             message=f"Group {group_id} is not a classic group.")
         group = coordinator(ctx).group(group_id)
     except KafkaError as e:
         return described(e.code)

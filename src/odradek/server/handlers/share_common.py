@@ -67,7 +67,8 @@ async def acknowledge_all(ctx: RequestContext, group_id: str, member_id: str,
                 results[tp] = denied
                 continue
             try:
-                validate_ack_batches(batches)
+                # RENEW (4) came with v2 (Kafka 4.2, KIP-1222)
+                validate_ack_batches(batches, renew=ctx.version >= 2)
             except KafkaError as e:
                 results[tp] = e
                 continue

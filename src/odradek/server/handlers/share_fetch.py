@@ -7,6 +7,9 @@ each partition's acknowledgements (their error in `acknowledge_error_code`), the
 session's partitions are read and what is available is acquired; with nothing to
 acquire the fetch waits up to `max_wait` for an append or a released record. A fetch
 at epoch -1 acknowledges, releases what the member still holds and closes the session.
+A v2 fetch with IsRenewAck (KIP-1222) only acknowledges (RENEW extends the acquisition
+locks): it must ask for nothing (max_wait, min_bytes, max_bytes, max_records all 0,
+else INVALID_REQUEST) and acquires nothing.
 """
 
 from __future__ import annotations
@@ -70,6 +73,11 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     epoch = request.share_session_epoch
     try:
         group_id, member_id = check_ids(request.group_id, request.member_id)
+        if getattr(request, "is_renew_ack", False) and (
+                to_ms(request.max_wait) or request.min_bytes or request.max_bytes
+                or request.max_records):
+            raise KafkaError("a renew acknowledgement fetch must not fetch",
+                             ErrorCode.invalid_request)
         manager = shares(ctx).partitions
         # closing (epoch -1), a partition may come only to carry acknowledgements
         add = [(t.topic_id, p.partition_index) for t in request.topics for p in t.partitions
@@ -92,6 +100,8 @@ async def _fetch(ctx: RequestContext, request: Any, group_id: str, member_id: st
     acks = await acknowledge_all(ctx, group_id, member_id, request.topics)
     if epoch == FINAL_EPOCH:
         manager.release_member(group_id, member_id)
+        return _response(ctx, [], acks, False)
+    if getattr(request, "is_renew_ack", False):
         return _response(ctx, [], acks, False)
     max_records = request.max_records if request.max_records > 0 else 2**31 - 1
     denied = [Fetched(tp[0], tp[1], error=e) for tp in session.partitions
