@@ -315,6 +315,10 @@ class RequestAuthorizer:
             ctx, Op.DESCRIBE, R.TOPIC, t.name))
 
     def _api_10(self, ctx: RequestContext, request: Any) -> Verdict:  # FindCoordinator
+        if getattr(request, "key_type", 0) == 2:  # SHARE: brokers ask it, as Kafka checks
+            if not self.cluster(ctx, Op.CLUSTER_ACTION):
+                raise KafkaError("Cluster authorization failed.", CLUSTER_DENIED)
+            return Verdict(request)
         rtype = R.TRANSACTIONAL_ID if getattr(request, "key_type", 0) == 1 else R.GROUP
         code = TXN_DENIED if rtype is R.TRANSACTIONAL_ID else GROUP_DENIED
         if ctx.version >= 4:
