@@ -22,11 +22,13 @@ from odradek.replication.replica_manager import Partition, ReplicaManager
 from odradek.replication.settings import ReplicaSettings
 from odradek.server.config import BrokerConfig
 from odradek.server.connection import KafkaConnection
+from odradek.server.connection_limits import ConnectionLimits
 from odradek.server.listener_security import listener_security, no_scram
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.metrics import BrokerMetrics
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
+from odradek.storage.descriptors import DescriptorReserve
 from odradek.storage.log_config import LogConfig
 from odradek.storage.manager import LogManager
 from tests.cluster.inproc import until
@@ -49,7 +51,8 @@ class _Image:
 
 class Node:
     """One broker: logs, replica manager, a listener and the request pipeline with the
-    ports replication uses."""
+    ports replication uses. Its connections take the broker's path: admitted by
+    connection limits of a default config, counted, memory from the pool."""
 
     def __init__(self, cluster: Cluster, node_id: int, data: Path) -> None:
         self.cluster = cluster
@@ -60,6 +63,9 @@ class Node:
         self.max_request_size = 100 << 20
         self.max_queued_requests = 500
         self.memory_pool = MemoryPool(100 << 20)
+        self.config = BrokerConfig.load(environ={})
+        self.connection_limits = ConnectionLimits.from_config(
+            self.config.__getitem__, self.config.security_props, [PLAINTEXT.name])
         self.controller = _Image(cluster)
         self._tasks: set[asyncio.Future[Any]] = set()
         self.server: asyncio.Server | None = None
@@ -74,6 +80,7 @@ class Node:
         self.logs = LogManager([self.data], node_id=self.node_id, cluster_id="test",
                                config=lambda _t: self.cluster.log_config)
         self.logs.startup()
+        self.descriptor_reserve = DescriptorReserve()
         self.replicas = ReplicaManager(self.logs, self.node_id)
         self.replicas.settings = self.cluster.settings
         self.replicas.alter_isr = self.cluster.alter_isr_for(self.node_id)
@@ -95,7 +102,7 @@ class Node:
             return False
 
         return Ports(
-            node_id=self.node_id, config=BrokerConfig.load(environ={}),
+            node_id=self.node_id, config=self.config,
             metadata=self.controller,  # type: ignore[arg-type]
             replicas=self.replicas, logs=self.logs,
             groups=None, transactions=None,  # type: ignore[arg-type]
@@ -124,6 +131,7 @@ class Node:
         for task in list(self._tasks):
             task.cancel()
         await self.replicas.shutdown()
+        self.descriptor_reserve.close()
         if clean:
             self.logs.shutdown()
         else:
@@ -143,8 +151,14 @@ class Cluster:
         self.nodes = {i: Node(self, i, root / f"broker-{i}") for i in range(1, n + 1)}
         self.image = MetadataImage("test", 1, {}, {})
         self.isr_writes: list[tuple[str, int, tuple[int, ...]]] = []
+        self.loop_errors: list[str] = []
 
     async def start(self) -> Cluster:
+        # a callback that raises (a connection that cannot be made, say) only logs; here
+        # it fails the test at `stop`, as it would break a real broker's clients
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _loop, context: self.loop_errors.append(
+                f"{context.get('message')}: {context.get('exception')!r}"))
         for node in self.nodes.values():
             await node.start()
         self._publish_brokers()
@@ -218,6 +232,7 @@ class Cluster:
         for node in self.nodes.values():
             if node.alive:
                 await node.stop()
+        assert not self.loop_errors, f"the event loop saw errors: {self.loop_errors}"
 
 
 async def produce(node: Node, topic: str, records: bytes, acks: int = -1, index: int = 0,

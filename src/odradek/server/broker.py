@@ -115,6 +115,7 @@ class Broker:
         self.max_request_size = int(config["socket.request.max.bytes"])
         self.max_queued_requests = int(config["queued.max.requests"])
         self.memory_pool = MemoryPool(int(config["queued.max.request.bytes"]))
+        self.metrics.watch_memory_pool(self.memory_pool)
         self.bound: dict[str, tuple[str, int]] = {}
         self.listener_security: dict[str, ListenerSecurity] = {}
         self._authorizer: AclAuthorizer | None = None

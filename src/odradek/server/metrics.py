@@ -15,6 +15,12 @@ Two kinds, by cost:
   metric families. The loop never waits on a scrape, the scrape never reads live
   broker state from another thread, and a deleted topic or group simply is not in
   the next snapshot.
+
+One exception: the memory pool's gauges (`queued.max.request.bytes`, memory_pool.py) are
+read at the scrape, as Kafka's SocketServer gauges read its pool. The pool changes with
+every frame, so a snapshot every few seconds would miss what a scrape is for (a pool
+filling up), and reading it is one int attribute (atomic under the GIL), not a walk over
+broker state.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from odradek.server.telemetry import ClientTelemetry
 if TYPE_CHECKING:
     from odradek.cluster.metadata import MetadataImage
     from odradek.server.core import BrokerCore
+    from odradek.server.memory_pool import MemoryPool
 
 PRODUCE, FETCH = 0, 1
 GAUGE_INTERVAL_MS = 5000  # how stale a gauge may be; a refresh is O(partitions + offsets)
@@ -104,6 +111,31 @@ class _SnapshotCollector(Collector):
             yield GaugeMetricFamily(name, _PLAIN_HELP.get(name, name), value=value)
         yield from _log_families(s)
         yield from _group_families(s)
+
+
+# Kafka's MemoryPool.NONE answers Long.MAX_VALUE as its available memory
+UNBOUNDED_AVAILABLE = float(2**63 - 1)
+
+
+class _MemoryPoolCollector(Collector):
+    """kafka.network:type=SocketServer,name=MemoryPoolAvailable / MemoryPoolUsed."""
+
+    def __init__(self, pool: MemoryPool) -> None:
+        self.pool = pool
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        pool = self.pool
+        used = pool.used  # one read: both gauges describe the same moment
+        available = pool.capacity - used if pool.bounded else UNBOUNDED_AVAILABLE
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolavailable",
+            "Bytes of queued.max.request.bytes not held by requests in flight "
+            "(negative: over the bound by responses still in the transport)",
+            value=available)
+        yield GaugeMetricFamily(
+            "kafka_network_socketserver_memorypoolused",
+            "Bytes of request frames being read, queued or handled, and of unsent "
+            "responses above the transport's high-water mark", value=used)
 
 
 def _tp_family(name: str, doc: str, rows: list[tuple[str, int]]) -> GaugeMetricFamily:
@@ -233,6 +265,10 @@ class BrokerMetrics:
         # Labelled children, looked up once: `labels()` validates and locks on every call.
         self._by_api: dict[int, tuple[Any, Any, str]] = {}
         self._by_topic: dict[str, tuple[Any, Any, Any]] = {}
+
+    def watch_memory_pool(self, pool: MemoryPool) -> None:
+        """Export the broker's `queued.max.request.bytes` pool (read at each scrape)."""
+        self.registry.register(_MemoryPoolCollector(pool))
 
     # ---- per partition append (handlers/produce.py) ---------------------------------
 

@@ -3,8 +3,10 @@ its segments.
 
 Split as Kafka splits it: this is the UnifiedLog (the log start offset, the high
 watermark and last stable offset, producer state, leader epochs, the transaction
-indexes, validation and offset assignment); `LocalLog` (local_log.py) below it holds
-the segments and files (append, roll, read by offset or time, flush, truncate, delete).
+indexes, validation and offset assignment), with what follows a change of the segment
+list (truncation, retention, the cleaner's swap) in log_segment_list.py; `LocalLog`
+(local_log.py) below it holds the segments and files (append, roll, read by offset or
+time, flush, truncate, delete).
 Offsets are assigned here, contiguously from the log end offset; the high watermark
 and last stable offset come from above (replication) and are only stored and
 honoured by `read(max_offset=…)`.
@@ -39,9 +41,10 @@ from odradek.protocol.errors import (
 from odradek.storage import transactions
 from odradek.storage.file_records import FileRecords
 from odradek.storage.flush_queue import FlushQueue
-from odradek.storage.loader import LoadedPartition, load_partition, rebuild_producer_state
+from odradek.storage.loader import LoadedPartition, load_partition
 from odradek.storage.local_log import LocalLog
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_segment_list import SegmentListChanges
 from odradek.storage.log_types import AppendInfo, ReadResult, parse_topic_partition
 from odradek.storage.log_types import now_ms as _now_ms
 from odradek.storage.producer_state import (
@@ -64,7 +67,7 @@ log = logging.getLogger(__name__)
 __all__ = ["AppendInfo", "Log", "OffsetAndTimestamp", "ReadResult", "parse_topic_partition"]
 
 
-class Log:
+class Log(SegmentListChanges):
     def __init__(self, directory: Path, config: LogConfig, loaded: LoadedPartition,
                  clock_ms: Callable[[], int]) -> None:
         """A log as `LogLoader` left it (use `Log.open`)."""
@@ -470,110 +473,6 @@ class Log:
     @property
     def unflushed_messages(self) -> int:
         return self.log_end_offset - self.recovery_point
-
-    # -------------------------------------------------------------- segment list changes
-    # The segments change in LocalLog; what hangs on offsets changes here.
-
-    def truncate_to(self, offset: int) -> bool:
-        """Drop everything from `offset` on (a follower diverged). True if anything went.
-
-        A batch holding `offset` goes whole: the log end becomes its base offset.
-        """
-        with self._lock:
-            self._check_open()
-            if offset < 0:
-                raise ValueError(f"cannot truncate to negative offset {offset}")
-            if offset >= self.log_end_offset:
-                return False
-            if offset < self._local.first_base_offset:
-                self.truncate_fully_and_start_at(offset)
-                return True
-            now = self._clock()
-            self._local.truncate_to(offset, now)
-            leo = self.log_end_offset
-            self._high_watermark = min(self._high_watermark, leo)
-            self.leader_epochs.truncate_from_end(leo)
-            segments = self._local.segments
-            rebuild_producer_state(segments, self.producer_state, self.log_start_offset, leo, now)
-            self.txn_indexes.truncate_to(segments[-1], leo)
-            return True
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment; the log restarts empty at `offset`."""
-        with self._lock:
-            self._check_open()
-            self._local.truncate_fully_and_start_at(offset, self._clock())
-            self.log_start_offset = offset
-            self._high_watermark = offset
-            self.leader_epochs.clear()
-            self.producer_state.truncate_fully_and_start_at(offset)
-
-    def delete_oldest_segments(self, count: int, reason: str) -> int:
-        """Remove the `count` oldest segments (retention): the log start moves to the
-        base of the segment that follows; the files are renamed `.deleted` and removed
-        `file.delete.delay.ms` later. Removing every segment first rolls a new empty
-        one, as Kafka does, so the log always has an active segment and its end stays."""
-        with self._lock:
-            self._check_open()
-            segments = self._local.segments
-            count = min(count, len(segments))
-            try:
-                if count == len(segments) and count > 0:
-                    if segments[-1].size == 0:
-                        count -= 1  # already an empty active segment: it stays
-                    else:
-                        self._roll(self.log_end_offset, self._clock())
-                if count <= 0:
-                    return 0
-                self.increment_log_start_offset(self._local.segments[count].base_offset)
-                doomed = self._local.remove_oldest(count)
-                self.producer_state.delete_snapshots_before(self.log_start_offset)
-            except OSError as exc:
-                raise self._io_failed(f"deleting segments ({reason})", exc) from exc
-        log.info(
-            "%s-%d: deleted %d segment(s) up to offset %d (%s); log start is now %d",
-            self.topic, self.partition, len(doomed), doomed[-1].base_offset, reason,
-            self.log_start_offset,
-        )  # fmt: skip
-        return len(doomed)
-
-    def replace_segments(
-        self, cleaned: LogSegment, old: list[LogSegment], truncations: int
-    ) -> bool:
-        """Swap a cleaned segment in for `old`; False if the log moved on (a truncation,
-        a retention delete, a close) and the cleaner must discard its work. See
-        LocalLog.replace_segments."""
-        with self._lock:
-            if self.closed or self.offline:
-                return False
-            try:
-                return self._local.replace_segments(cleaned, old, truncations)
-            except OSError as exc:
-                raise self._io_failed("swapping in a cleaned segment", exc) from exc
-
-    def increment_log_start_offset(self, offset: int) -> bool:
-        """Move the log start forward (DeleteRecords, retention); segments stay until
-        retention deletes them."""
-        with self._lock:
-            if offset > self.log_end_offset:
-                raise OffsetOutOfRange(f"log start {offset} beyond log end {self.log_end_offset}")
-            if offset <= self.log_start_offset:
-                return False
-            self.log_start_offset = offset
-            self._high_watermark = max(self._high_watermark, offset)
-            self.leader_epochs.truncate_from_start(offset)
-            self.producer_state.on_log_start_offset_incremented(offset)
-            return True
-
-    def purge_deleted_segments(self, now_ms: int | None = None) -> int:
-        """Close and remove `.deleted` segments whose `file.delete.delay.ms` is up."""
-        return self._local.purge_deleted_segments(self._clock() if now_ms is None else now_ms)
-
-    def remove_expired_producers(self, now_ms: int | None = None) -> int:
-        with self._lock:
-            return self.producer_state.remove_expired_producers(
-                self._clock() if now_ms is None else now_ms
-            )
 
     # -------------------------------------------------------------- lifecycle
 
