@@ -19,7 +19,7 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -32,9 +32,7 @@ from odradek.cluster.store import FileMetadataStore
 from odradek.coordinator.share import ShareConfig, ShareGroups
 from odradek.coordinator.share.state import SHARE_STATE_TOPIC
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
-from odradek.protocol.errors import KafkaStorageError
 from odradek.replication.channel import ChannelSecurity
-from odradek.replication.partition import Partition
 from odradek.replication.replica_manager import ReplicaManager
 from odradek.security.authorizer import AclAuthorizer
 from odradek.security.sasl.scram import ScramCredential
@@ -54,6 +52,7 @@ from odradek.server.group_storage import (
 from odradek.server.listener_security import ListenerSecurity, listener_security
 from odradek.server.memory_pool import MemoryPool
 from odradek.server.metrics import GAUGE_INTERVAL_MS, BrokerMetrics
+from odradek.server.partition_hosting import PartitionHosting
 from odradek.server.pipeline import RequestPipeline
 from odradek.server.ports import Ports
 from odradek.server.quota_step import QuotaStep
@@ -68,7 +67,6 @@ from odradek.storage import file_handles
 from odradek.storage.checkpoints import (
     META_PROPERTIES,
     read_meta_properties,
-    read_or_repair_partition_metadata,
 )
 from odradek.storage.cleaner_manager import CleanerConfig, owner_via
 from odradek.storage.descriptors import DescriptorReserve
@@ -82,29 +80,6 @@ if TYPE_CHECKING:
     from odradek.server.connection import KafkaConnection
 
 log = logging.getLogger(__name__)
-
-# How long a topic's partitions are opened at a stretch before the loop serves others:
-# well under Kafka clients' expectations of a responsive broker (issue 11 asks < 1 s).
-OPEN_SLICE_S = 0.05
-
-
-def _run_for(steps: Iterator[None], seconds: float | None) -> bool:
-    """Advances `steps` for up to `seconds` (None: to the end); True when all done."""
-    if seconds is None:
-        for _ in steps:
-            pass
-        return True
-    deadline = time.perf_counter() + seconds
-    return all(time.perf_counter() < deadline for _ in steps)
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
@@ -130,6 +105,7 @@ class Broker:
         self._servers: list[Acceptor] = []
         self._tasks: set[asyncio.Future[Any]] = set()
         self._stopping = False
+        self.hosting = PartitionHosting(self)
         self._metrics_server: Any = None
         self.logs: LogManager
         self.controller: MetadataController
@@ -217,7 +193,7 @@ class Broker:
             self._stored, self._stored_topics = None, None
         # no await from here until the listener is added: no metadata change is missed
         self._apply_dynamic_broker_configs(self.controller.image)
-        self._reconcile()
+        self.hosting.reconcile()
         self.replicas.apply_leadership(self.controller.image)
         self.groups = create_group_coordinator(self)
         follow_leadership(self)  # loads the groups of the offsets partitions we lead
@@ -255,6 +231,10 @@ class Broker:
         log.info("odradek broker %d started, cluster %s, listening on %s", self.node_id,
                  self.controller.image.cluster_id,
                  ", ".join(f"{n}://{h}:{p}" for n, (h, p) in self.bound.items()))
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
 
     def plaintext_bootstrap(self) -> str:
         """host:port of this broker's first PLAINTEXT listener, as its own clients dial it."""
@@ -469,125 +449,20 @@ class Broker:
         config = self._startup_configs.get(topic)
         return config if config is not None else LogConfig.resolve({}, self.config.values())
 
-    def _reconcile(self) -> None:
-        image = self.controller.image
-        wanted: set[tuple[str, int]] = set()
-        for topic in image.topics.values():
-            for p in topic.partitions:
-                if self.node_id in p.replicas:
-                    wanted.add((topic.name, p.partition))
-        for existing in self.logs.all_logs():
-            key = (existing.topic, existing.partition)
-            topic_info = image.topics.get(existing.topic)
-            known = None if topic_info is None else uuid_to_kafka(topic_info.topic_id)
-            on_disk = read_or_repair_partition_metadata(existing.directory, known)
-            stale = known is not None and on_disk not in (None, known)
-            if key not in wanted or stale:
-                log.info("deleting log %s-%d: not in the metadata", *key)
-                self.logs.delete(*key)
-        for topic in image.topics.values():
-            self._open_partitions(topic.name)
-
-    def _open_partitions(self, topic: str) -> None:
-        for _ in self._opening(topic):
-            pass
-
-    def _opening(self, topic: str) -> Iterator[None]:
-        """Opens the topic's partitions hosted here, pausing after each new log: its
-        files are the cost (a few ms each on a busy disk), and a topic of thousands of
-        partitions must not hold the event loop (`_open_in_slices`)."""
-        info = self.controller.image.topics[topic]
-        config = self.log_config_for(topic)
-        failed: list[tuple[int, str]] = []
-        for p in info.partitions:
-            if self.node_id not in p.replicas:
-                continue
-            if (topic, p.partition) in self.replicas.partitions:
-                continue
-            if self.controller.image.topics.get(topic) is None:
-                break  # deleted while it was being opened
-            plog = self.logs.get(topic, p.partition)
-            if plog is None:
-                try:
-                    # fsynced in one pass off the loop (_sync_created), not one by one here
-                    plog = self.logs.create(topic, p.partition, config,
-                                            uuid_to_kafka(info.topic_id), durable=False)
-                except KafkaStorageError as exc:
-                    # as Kafka: the topic exists, this replica is offline (Metadata
-                    # says so); the next change to the topic tries to open it again
-                    failed.append((p.partition, str(exc)))
-                    continue
-            if self.zk is None:
-                plog.high_watermark = plog.log_end_offset  # the only replica
-            self.replicas.add(Partition(topic, p.partition, info.topic_id, plog, p.leader_epoch))
-            self.replicas.apply_one(self.controller.image, topic, p.partition)
-            yield
-        self.metrics.partitions.set(len(self.replicas.partitions))
-        if failed:
-            log.error("%d partition(s) of %s could not be opened and are offline here "
-                      "(partitions %s): %s", len(failed), topic,
-                      ",".join(str(i) for i, _ in failed[:20]) + (",…" if len(failed) > 20 else ""),
-                      failed[0][1])  # fmt: skip
-
-    def _sync_created(self) -> None:
-        """Make new partitions durable in a worker thread (the next checkpoint would)."""
-        if self._stopping:
-            return
-        with contextlib.suppress(RuntimeError):  # no running loop: start-up's reconcile
-            loop = asyncio.get_running_loop()
-            self.track(loop.run_in_executor(None, self.logs.sync_created))
-
-    def _drop_replicas_moved_away(self, topic: str) -> None:
-        """A reassignment took this broker out of the replica set: stop hosting the
-        partition and delete its log (Kafka's StopReplica with delete)."""
-        info = self.controller.image.topics.get(topic)
-        for p in self.replicas.topic_partitions(topic):
-            if (info is not None and p.index < len(info.partitions)
-                    and self.node_id in info.partitions[p.index].replicas):
-                continue
-            log.info("deleting log %s-%d: no longer a replica here", topic, p.index)
-            self.replicas.discard(topic, p.index)
-            for waiter in list(p.waiters):
-                waiter.complete()
-            self.logs.delete(topic, p.index)
-        self.metrics.partitions.set(len(self.replicas.partitions))
-
     def _on_metadata_change(
         self, event: str, old: MetadataImage, new: MetadataImage, topic: str
     ) -> asyncio.Task[None] | None:
-        """Applies a change. A new topic's partitions open in slices of the event loop's
-        time: the first slice here, the rest in the task returned (the embedded
-        controller answers CreateTopics when it is done; every other client is served
-        between the slices)."""
+        """Applies a change; a new topic's partitions open in slices (partition_hosting)."""
         if event in ("created", "partitions"):
-            steps = self._opening(topic)
-            if _run_for(steps, OPEN_SLICE_S if _loop_running() else None):
-                self._sync_created()
-            else:
-                task = asyncio.get_running_loop().create_task(
-                    self._open_in_slices(steps, event, new, topic))
-                self.track(task)
-                return task
-        else:
-            self._apply_change(event, old, new, topic)
-            return None
-        self._after_change(event, new, topic)
+            return self.hosting.open_topic(topic, lambda: self._after_change(event, new, topic))
+        self._apply_change(event, old, new, topic)
         return None
-
-    async def _open_in_slices(self, steps: Iterator[None], event: str, new: MetadataImage,
-                              topic: str) -> None:
-        while True:
-            await asyncio.sleep(0)  # the other connections' requests run here
-            if _run_for(steps, OPEN_SLICE_S):
-                break
-        self._sync_created()
-        self._after_change(event, new, topic)
 
     def _apply_change(self, event: str, old: MetadataImage, new: MetadataImage,
                       topic: str) -> None:
         if event == "partition-state":  # with ZooKeeper: leaders, ISRs, reassignments
-            self._open_partitions(topic)
-            self._drop_replicas_moved_away(topic)
+            self.hosting.open_partitions(topic)
+            self.hosting.drop_replicas_moved_away(topic)
         elif event == "deleted":
             removed = self.replicas.remove_topic(topic)
             self.logs.delete_many((p.topic, p.index) for p in removed)
