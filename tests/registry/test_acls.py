@@ -1,0 +1,143 @@
+"""ACLs on subjects: confluent-kafka's SchemaRegistryClient as alice, bob and a super user
+against a registry started with --enable-authorization, the ACLs added and removed with
+`odradek schemas acl` (which writes them to the `<topic>_acl` topic)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+
+from tests.conftest import BrokerProcess
+from tests.registry.conftest import RegistryProcess
+
+PASSWORDS = {"alice": "a-secret", "bob": "b-secret", "admin": "root"}
+
+
+def avro(*fields: str) -> Schema:
+    listed = ", ".join(f'{{"name": "{f}", "type": "string", "default": ""}}' for f in fields)
+    return Schema(f'{{"type": "record", "name": "Order", "fields": [{listed}]}}', "AVRO")
+
+
+class Secured:
+    def __init__(self, registry: RegistryProcess) -> None:
+        self.registry = registry
+
+    def client(self, user: str) -> SchemaRegistryClient:
+        return SchemaRegistryClient({"url": self.registry.url,
+                                     "basic.auth.user.info": f"{user}:{PASSWORDS[user]}"})
+
+    def status(self, user: str, method: str, path: str, body: object = None) -> int:
+        return httpx.request(method, f"{self.registry.url}{path}", json=body, timeout=35,
+                             auth=(user, PASSWORDS[user])).status_code
+
+    def acl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "odradek", "schemas", "acl", *args,
+                               "-b", self.registry.bootstrap, "--topic", self.registry.topic],
+                              capture_output=True, text=True, timeout=60, check=False)
+
+    def wait_until(self, done: Callable[[], bool], what: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not within {timeout}s: {what}\n{self.registry.logs()}")
+            time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def secured(broker: BrokerProcess, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Secured]:
+    tmp = tmp_path_factory.mktemp("acl-registry")
+    users = tmp / "password.properties"
+    users.write_text("".join(f"{u}: {p}\n" for u, p in PASSWORDS.items()))
+    tag = uuid.uuid4().hex[:8]
+    r = RegistryProcess(broker.bootstrap, tmp, topic=f"_schemas-{tag}", group_id=f"sr-{tag}",
+                        extra=["--basic-auth-file", str(users), "--enable-authorization",
+                               "--super-users", "User:admin"])
+    try:
+        r.start()
+        s = Secured(r)
+        # a write as the super user succeeds once the group has a leader
+        s.wait_until(lambda: s.status("admin", "PUT", "/config",
+                                      {"compatibility": "BACKWARD"}) == 200, "a leader")
+        yield s
+    finally:
+        r.stop()
+
+
+def test_subject_acls_decide_who_registers_and_who_sees_what(secured: Secured) -> None:
+    for args in (["--principal", "User:alice", "-o", "write", "-o", "read",
+                  "--subject", "orders-value"],
+                 ["--principal", "User:bob", "-o", "write", "--prefixed",
+                  "--subject", "payments-"]):
+        added = secured.acl("add", *args)
+        assert added.returncode == 0, added.stderr
+    # allowed reaches the handler (404: no such subject yet), denied stops at 403
+    secured.wait_until(lambda: secured.status("alice", "GET", "/subjects/orders-value/versions")
+                       == 404, "alice's ACL applied")
+    # an invalid schema: 422 once bob may write (and nothing is written either way)
+    secured.wait_until(lambda: secured.status("bob", "POST", "/subjects/payments-value/versions",
+                                              {"schema": "{not json"}) == 422,
+                       "bob's ACL applied")
+
+    alice, bob, admin = (secured.client(u) for u in ("alice", "bob", "admin"))
+    order_id = alice.register_schema("orders-value", avro("id"))
+
+    with pytest.raises(SchemaRegistryError) as denied:
+        bob.register_schema("orders-value", avro("id", "note"))
+    assert denied.value.http_status_code == 403
+    assert denied.value.error_code == 40301
+    assert denied.value.error_message == \
+        "User bob is denied operation Write on Subject: orders-value"
+    assert admin.get_versions("orders-value") == [1]  # bob's schema was not written
+
+    bob.register_schema("payments-value", avro("amount"))
+    assert alice.get_subjects() == ["orders-value"]
+    assert bob.get_subjects() == ["payments-value"]
+    assert admin.get_subjects() == ["orders-value", "payments-value"]
+
+    # an id resolves for whoever may read a subject it is registered under
+    assert "id" in alice.get_schema(order_id).schema_str
+    with pytest.raises(SchemaRegistryError) as by_id:
+        secured.client("bob").get_schema(order_id)
+    assert by_id.value.http_status_code == 403 and by_id.value.error_code == 40301
+    # the global config is the registry's: only the super user (or an ACL on it)
+    assert secured.status("alice", "PUT", "/config", {"compatibility": "NONE"}) == 403
+    assert secured.status("alice", "GET", "/config/orders-value") == 403
+    assert secured.status("bob", "DELETE", "/subjects/payments-value") == 403
+
+    listed = secured.acl("list")
+    assert listed.returncode == 0, listed.stderr
+    assert "User:alice" in listed.stdout and "payments-" in listed.stdout
+
+    removed = secured.acl("remove", "--principal", "User:alice", "-o", "write",
+                          "--subject", "orders-value")
+    assert removed.returncode == 0, removed.stderr
+    secured.wait_until(lambda: secured.status("alice", "POST", "/subjects/orders-value/versions",
+                                              {"schema": '"string"'}) == 403,
+                       "alice's WRITE removed")
+    assert admin.get_versions("orders-value") == [1]
+    assert alice.get_subjects() == ["orders-value"]  # READ stays
+
+
+def test_bad_acl_arguments_fail_in_one_line(secured: Secured) -> None:
+    bad = secured.acl("add", "--principal", "alice", "-o", "read", "--subject", "x")
+    assert bad.returncode == 1 and "User:alice" in bad.stderr
+    bad = secured.acl("add", "--principal", "User:alice", "-o", "fly", "--subject", "x")
+    assert bad.returncode == 1 and "unknown operation" in bad.stderr
+    bad = secured.acl("add", "--principal", "User:alice", "-o", "read")
+    assert bad.returncode == 1 and "--registry-global" in bad.stderr
+
+
+def test_authorization_without_basic_auth_is_refused(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "odradek", "schema-registry",
+                           "--enable-authorization"], capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 1 and "--basic-auth-file" in done.stderr
