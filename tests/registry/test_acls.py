@@ -4,6 +4,7 @@ against a registry started with --enable-authorization, the ACLs added and remov
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -13,8 +14,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from click.testing import Result
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient, SchemaRegistryError
+from typer.testing import CliRunner
 
+from odradek.cli import schemas
+from odradek.registry.acls import REGISTRY, SUBJECT, AclState, RegistryAcl, RegistryAuthorizer
 from tests.conftest import BrokerProcess
 from tests.registry.conftest import RegistryProcess
 
@@ -38,10 +43,11 @@ class Secured:
         return httpx.request(method, f"{self.registry.url}{path}", json=body, timeout=35,
                              auth=(user, PASSWORDS[user])).status_code
 
-    def acl(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "odradek", "schemas", "acl", *args,
-                               "-b", self.registry.bootstrap, "--topic", self.registry.topic],
-                              capture_output=True, text=True, timeout=60, check=False)
+    def acl(self, *args: str) -> Result:
+        """`odradek schemas acl ...`, in this process (the CLI's parsing and Kafka I/O
+        as run, without a second interpreter's start-up per call)."""
+        return CliRunner().invoke(schemas.app, ["acl", *args, "-b", self.registry.bootstrap,
+                                                "--topic", self.registry.topic])
 
     def wait_until(self, done: Callable[[], bool], what: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
@@ -78,7 +84,7 @@ def test_subject_acls_decide_who_registers_and_who_sees_what(secured: Secured) -
                  ["--principal", "User:bob", "-o", "write", "--prefixed",
                   "--subject", "payments-"]):
         added = secured.acl("add", *args)
-        assert added.returncode == 0, added.stderr
+        assert added.exit_code == 0, added.output
     # allowed reaches the handler (404: no such subject yet), denied stops at 403
     secured.wait_until(lambda: secured.status("alice", "GET", "/subjects/orders-value/versions")
                        == 404, "alice's ACL applied")
@@ -114,12 +120,12 @@ def test_subject_acls_decide_who_registers_and_who_sees_what(secured: Secured) -
     assert secured.status("bob", "DELETE", "/subjects/payments-value") == 403
 
     listed = secured.acl("list")
-    assert listed.returncode == 0, listed.stderr
-    assert "User:alice" in listed.stdout and "payments-" in listed.stdout
+    assert listed.exit_code == 0, listed.output
+    assert "User:alice" in listed.output and "payments-" in listed.output
 
     removed = secured.acl("remove", "--principal", "User:alice", "-o", "write",
                           "--subject", "orders-value")
-    assert removed.returncode == 0, removed.stderr
+    assert removed.exit_code == 0, removed.output
     secured.wait_until(lambda: secured.status("alice", "POST", "/subjects/orders-value/versions",
                                               {"schema": '"string"'}) == 403,
                        "alice's WRITE removed")
@@ -129,11 +135,11 @@ def test_subject_acls_decide_who_registers_and_who_sees_what(secured: Secured) -
 
 def test_bad_acl_arguments_fail_in_one_line(secured: Secured) -> None:
     bad = secured.acl("add", "--principal", "alice", "-o", "read", "--subject", "x")
-    assert bad.returncode == 1 and "User:alice" in bad.stderr
+    assert bad.exit_code == 1 and "User:alice" in bad.output
     bad = secured.acl("add", "--principal", "User:alice", "-o", "fly", "--subject", "x")
-    assert bad.returncode == 1 and "unknown operation" in bad.stderr
+    assert bad.exit_code == 1 and "unknown operation" in bad.output
     bad = secured.acl("add", "--principal", "User:alice", "-o", "read")
-    assert bad.returncode == 1 and "--registry-global" in bad.stderr
+    assert bad.exit_code == 1 and "--registry-global" in bad.output
 
 
 def test_authorization_without_basic_auth_is_refused(tmp_path: Path) -> None:
@@ -141,3 +147,28 @@ def test_authorization_without_basic_auth_is_refused(tmp_path: Path) -> None:
                            "--enable-authorization"], capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 1 and "--basic-auth-file" in done.stderr
+
+
+def test_deny_wins_and_implied_operations() -> None:
+    state = AclState()
+    for n, acl in enumerate([RegistryAcl("User:*", SUBJECT, "*", "READ"),
+                             RegistryAcl("User:bob", SUBJECT, "secret-", "READ", "DENY",
+                                         "PREFIXED"),
+                             RegistryAcl("User:carol", REGISTRY, "", "ALTER_CONFIGS")]):
+        state.apply(json_key(acl), True, n)
+    authz = RegistryAuthorizer(state, frozenset({"User:root"}))
+    assert authz.allowed("alice", "READ", SUBJECT, "secret-value")
+    assert authz.allowed("bob", "READ", SUBJECT, "orders-value")
+    assert not authz.allowed("bob", "READ", SUBJECT, "secret-value")
+    assert authz.allowed("bob", "DESCRIBE", SUBJECT, "nothing")  # READ implies DESCRIBE
+    assert not authz.allowed("alice", "WRITE", SUBJECT, "orders-value")
+    assert authz.allowed("carol", "DESCRIBE_CONFIGS", REGISTRY, "")
+    assert not authz.allowed("carol", "READ", REGISTRY, "")
+    assert authz.allowed("root", "DELETE", SUBJECT, "secret-value")
+    state.apply(json_key(RegistryAcl("User:*", SUBJECT, "*", "READ")), False, 3)
+    assert not authz.allowed("alice", "READ", SUBJECT, "secret-value")
+
+
+def json_key(acl: RegistryAcl) -> dict[str, object]:
+    loaded: dict[str, object] = json.loads(acl.key())
+    return loaded
