@@ -14,6 +14,7 @@ The broker's authorizer is not involved: these resource types mean nothing to it
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,19 +90,43 @@ def decode(key: bytes, value: bytes | None) -> tuple[dict[str, Any], bool]:
 
 
 class AclState:
-    """The ACL topic replayed: the bindings present now."""
+    """The ACL topic replayed: the bindings present now, indexed so that a check looks
+    at the user's ACLs on that name plus its wildcard and prefixed ones, not at all of
+    them (a filtered `GET /subjects` runs one check per subject)."""
 
     def __init__(self) -> None:
         self.offset = -1
-        self.acls: set[RegistryAcl] = set()
+        # (principal, resource type, literal name) -> its ACLs
+        self.literal: dict[tuple[str, str, str], set[RegistryAcl]] = {}
+        # principal -> its `*` and PREFIXED ACLs
+        self.patterns: dict[str, set[RegistryAcl]] = {}
+
+    @property
+    def acls(self) -> set[RegistryAcl]:
+        return set().union(*self.literal.values(), *self.patterns.values())
 
     def apply(self, key: dict[str, Any], present: bool, offset: int) -> None:
         self.offset = max(self.offset, offset)
-        acl = RegistryAcl.from_key(key)
-        if present:
-            self.acls.add(acl)
+        self.put(RegistryAcl.from_key(key), present)
+
+    def put(self, acl: RegistryAcl, present: bool) -> None:
+        if acl.pattern_type == "LITERAL" and acl.name != WILDCARD:
+            found = self.literal.setdefault((acl.principal, acl.resource_type, acl.name),
+                                            set())
         else:
-            self.acls.discard(acl)
+            found = self.patterns.setdefault(acl.principal, set())
+        if present:
+            found.add(acl)
+        else:
+            found.discard(acl)
+
+    def applicable(self, principal: str, resource_type: str, name: str
+                   ) -> Iterator[RegistryAcl]:
+        for who in (principal, "User:*"):
+            yield from self.literal.get((who, resource_type, name), ())
+            for acl in self.patterns.get(who, ()):
+                if acl.covers(resource_type, name):
+                    yield acl
 
 
 def _pascal(name: str) -> str:
@@ -128,10 +153,7 @@ class RegistryAuthorizer:
             return True
         ops = {operation, "ALL", *IMPLIES.get(operation, ())}
         allow = False
-        for acl in self.state.acls:
-            if acl.principal not in (principal, "User:*") \
-                    or not acl.covers(resource_type, name):
-                continue
+        for acl in self.state.applicable(principal, resource_type, name):
             if acl.permission == "DENY" and acl.operation in (operation, "ALL"):
                 return False
             if acl.permission == "ALLOW" and acl.operation in ops:
