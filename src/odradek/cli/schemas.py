@@ -41,11 +41,21 @@ def schema_registry(
     basic_auth_file: Path | None = typer.Option(
         None, "--basic-auth-file",
         help="Require HTTP basic auth; users in 'user: password[,role...]' lines"),
+    enable_authorization: bool = typer.Option(
+        False, "--enable-authorization",
+        help="Authorize requests by ACLs on subjects (Redpanda's "
+             "schema_registry_enable_authorization); needs --basic-auth-file"),
+    acl_topic: str | None = typer.Option(
+        None, "--acl-topic", help="confluent.schema.registry.acl.topic (default: the "
+                                  "topic + '_acl')"),
+    super_users: str = typer.Option(
+        "", "--super-users", help="super.users: 'User:name;User:other', bypass the ACLs"),
     log_level: str = typer.Option("INFO", "--log-level", envvar="ODRADEK_LOG_LEVEL"),
 ) -> None:
     """Run a Confluent-compatible schema registry with its state in Kafka."""
     import logging
 
+    from odradek.registry.acls import parse_super_users
     from odradek.registry.compatibility import LEVELS
     from odradek.registry.server import RegistryConfig, serve
 
@@ -60,6 +70,10 @@ def schema_registry(
             load_password_file(basic_auth_file)
         except PasswordFileError as e:
             fail(str(e))
+    if enable_authorization and basic_auth_file is None:
+        fail("--enable-authorization needs --basic-auth-file: ACLs name its users")
+    if (acl_topic or super_users) and not enable_authorization:
+        fail("--acl-topic and --super-users need --enable-authorization")
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # kafka-python narrates every connection at INFO; its warnings are enough here
@@ -68,7 +82,9 @@ def schema_registry(
                             advertised_url=advertised_url, topic=topic, group_id=group_id,
                             compatibility=compatibility.upper(),
                             leader_eligibility=leader_eligibility,
-                            basic_auth_file=basic_auth_file)
+                            basic_auth_file=basic_auth_file,
+                            enable_authorization=enable_authorization, acl_topic=acl_topic,
+                            super_users=parse_super_users(super_users))
 
     async def run() -> None:
         task = asyncio.create_task(serve(config))
@@ -245,3 +261,112 @@ def delete(
     data = _request("DELETE", path, params={"permanent": str(permanent).lower()})
     console.print(f"deleted versions {data}" if isinstance(data, list)
                   else f"deleted version {data}", highlight=False)
+
+
+acl_app = typer.Typer(no_args_is_help=True,
+                      help="ACLs on subjects and the registry (kept in <topic>_acl)")
+app.add_typer(acl_app, name="acl")
+AclTopicOption = typer.Option("_schemas", "--topic",
+                              help="The registry's kafkastore.topic; ACLs go to <topic>_acl")
+
+
+def _bindings(principal: str, operations: list[str], subject: str | None,
+              registry_global: bool, prefixed: bool, deny: bool) -> list[Any]:
+    from odradek.registry.acls import REGISTRY, REGISTRY_NAME, SUBJECT, RegistryAcl
+
+    if (subject is None) == (not registry_global):
+        fail("give exactly one of --subject and --registry-global")
+    if prefixed and subject is None:
+        fail("--prefixed applies to --subject")
+    if not operations:
+        fail("give at least one --operation")
+    try:
+        return [RegistryAcl(principal, SUBJECT if subject is not None else REGISTRY,
+                            subject if subject is not None else REGISTRY_NAME,
+                            op.upper().replace("-", "_"), "DENY" if deny else "ALLOW",
+                            "PREFIXED" if prefixed else "LITERAL") for op in operations]
+    except ValueError as e:
+        fail(str(e))
+
+
+def _acl_store_run(bootstrap: str, topic: str, acl_topic: str | None,
+                   records: list[tuple[bytes, bytes | None]]) -> Any:
+    """Read the ACL topic (after appending `records`); the ACLs present then."""
+    from confluent_kafka import KafkaException
+
+    from odradek.registry import acls
+    from odradek.registry.errors import RegistryError
+    from odradek.registry.store import KafkaStore
+
+    async def run() -> set[acls.RegistryAcl]:
+        store = KafkaStore(bootstrap, acl_topic or f"{topic}_acl", state=acls.AclState(),
+                           decode=acls.decode)
+        try:
+            await store.start()
+            if records:
+                await store.write(records)
+            found: set[acls.RegistryAcl] = store.state.acls
+            return found
+        finally:
+            await store.stop()
+
+    try:
+        return asyncio.run(run())
+    except KafkaException as e:
+        fail(f"cannot use the brokers at {bootstrap}: {e.args[0].str()}")
+    except RegistryError as e:
+        fail(e.message)
+
+
+PrincipalOption = typer.Option(..., "--principal", help="User:name (User:* for everyone)")
+OperationOption = typer.Option([], "--operation", "-o",
+                               help="read, write, delete, describe, describe_configs, "
+                                    "alter_configs or all (repeatable)")
+SubjectOption = typer.Option(None, "--subject", help="A subject (or * for all of them)")
+GlobalOption = typer.Option(False, "--registry-global",
+                            help="The registry itself: global /config, /mode, schema ids")
+PrefixedOption = typer.Option(False, "--prefixed", help="--subject is a prefix")
+DenyOption = typer.Option(False, "--deny", help="A DENY ACL (wins over any ALLOW)")
+AclTopicNameOption = typer.Option(None, "--acl-topic", help="When not <topic>_acl")
+
+
+@acl_app.command("add")
+def acl_add(principal: str = PrincipalOption, operation: list[str] = OperationOption,
+            subject: str | None = SubjectOption, registry_global: bool = GlobalOption,
+            prefixed: bool = PrefixedOption, deny: bool = DenyOption,
+            bootstrap: str = BootstrapOption, topic: str = AclTopicOption,
+            acl_topic: str | None = AclTopicNameOption) -> None:
+    """Add ACLs; every registry instance on these brokers applies them within moments."""
+    added = _bindings(principal, operation, subject, registry_global, prefixed, deny)
+    _acl_store_run(bootstrap, topic, acl_topic, [(b.key(), b"{}") for b in added])
+    for b in added:
+        console.print(f"added: {b}", highlight=False)
+
+
+@acl_app.command("remove")
+def acl_remove(principal: str = PrincipalOption, operation: list[str] = OperationOption,
+               subject: str | None = SubjectOption, registry_global: bool = GlobalOption,
+               prefixed: bool = PrefixedOption, deny: bool = DenyOption,
+               bootstrap: str = BootstrapOption, topic: str = AclTopicOption,
+               acl_topic: str | None = AclTopicNameOption) -> None:
+    """Remove ACLs (the exact bindings `add` made)."""
+    gone = _bindings(principal, operation, subject, registry_global, prefixed, deny)
+    _acl_store_run(bootstrap, topic, acl_topic, [(b.key(), None) for b in gone])
+    for b in gone:
+        console.print(f"removed: {b}", highlight=False)
+
+
+@acl_app.command("list")
+def acl_list(principal: str | None = typer.Option(None, "--principal"),
+             bootstrap: str = BootstrapOption, topic: str = AclTopicOption,
+             acl_topic: str | None = AclTopicNameOption) -> None:
+    """List the registry's ACLs."""
+    from rich.table import Table
+
+    table = Table("principal", "permission", "operation", "resource", "name", "pattern")
+    found = _acl_store_run(bootstrap, topic, acl_topic, [])
+    for b in sorted(found, key=lambda b: (b.principal, b.resource_type, b.name, b.operation)):
+        if principal is None or b.principal == principal:
+            table.add_row(b.principal, b.permission, b.operation, b.resource_type, b.name,
+                          b.pattern_type)
+    console.print(table)

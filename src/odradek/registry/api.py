@@ -20,6 +20,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from odradek.registry import errors as e
+from odradek.registry.acls import REGISTRY, REGISTRY_NAME, SUBJECT, AccessDenied, RegistryAuthorizer
+from odradek.registry.auth import USER
 from odradek.registry.formats import SCHEMA_TYPES
 from odradek.registry.records import SchemaValue
 from odradek.registry.service import (
@@ -38,6 +40,7 @@ class Node(Protocol):
 
     service: RegistryService
     max_request_bytes: int
+    authorizer: RegistryAuthorizer | None  # None: every authenticated user may do anything
 
     def leader_url(self, timeout: float) -> Awaitable[str | None]: ...
 
@@ -108,6 +111,12 @@ class RegistryApi:
         except ValueError as err:
             raise e.BadRequest(f"Unrecognized JSON body: {err}") from err
 
+    def may(self, request: Request, operation: str, resource_type: str,
+            name: str = REGISTRY_NAME) -> bool:
+        authorizer = self.node.authorizer
+        return authorizer is None or authorizer.allowed(
+            str(request.scope.get(USER, "")), operation, resource_type, name)
+
     def formatted(self, sv: SchemaValue, fmt: str | None) -> str:
         if not fmt:
             return sv.schema
@@ -124,14 +133,16 @@ class RegistryApi:
     async def subjects(self, request: Request) -> Response:
         prefix = request.query_params.get("subjectPrefix", "")
         names = self.service.state.subject_names(_flag(request, "deleted"))
-        return reply([s for s in names if s.startswith(prefix)])
+        # filtered to what the user may see, as Confluent's and Redpanda's authorizers do
+        return reply([s for s in names if s.startswith(prefix)
+                      and self.may(request, "DESCRIBE", SUBJECT, s)])
 
     async def schemas(self, request: Request) -> Response:
         prefix = request.query_params.get("subjectPrefix", "")
         latest = _flag(request, "latestOnly")
         out = []
         for subject in self.service.state.subject_names(_flag(request, "deleted")):
-            if subject.startswith(prefix):
+            if subject.startswith(prefix) and self.may(request, "READ", SUBJECT, subject):
                 found = self.service.state.versions(subject, _flag(request, "deleted"))
                 out += [schema_json(sv) for sv in (found[-1:] if latest else found)]
         return reply(out)
@@ -173,12 +184,16 @@ class RegistryApi:
 
     async def id_subjects(self, request: Request) -> Response:
         self._id(request)
-        used = self.service.state.id_usage(self._id_param(request), _flag(request, "deleted"))
+        used = [sv for sv in self.service.state.id_usage(self._id_param(request),
+                                                          _flag(request, "deleted"))
+                if self.may(request, "DESCRIBE", SUBJECT, sv.subject)]
         return reply(sorted({sv.subject for sv in used}))
 
     async def id_versions(self, request: Request) -> Response:
         self._id(request)
-        used = self.service.state.id_usage(self._id_param(request), _flag(request, "deleted"))
+        used = [sv for sv in self.service.state.id_usage(self._id_param(request),
+                                                          _flag(request, "deleted"))
+                if self.may(request, "DESCRIBE", SUBJECT, sv.subject)]
         return reply([{"subject": sv.subject, "version": sv.version} for sv in used])
 
     @staticmethod
@@ -189,7 +204,15 @@ class RegistryApi:
             raise e.SchemaNotFound() from err
 
     def _id(self, request: Request) -> SchemaValue:
-        return self.service.by_id(self._id_param(request))
+        sv = self.service.by_id(self._id_param(request))
+        # READ on the registry, or on a subject the id is registered under (Confluent's
+        # SCHEMA_READ): a deserializer reading its topic's subject can resolve its ids
+        if not self.may(request, "READ", REGISTRY) and not any(
+                self.may(request, "READ", SUBJECT, used.subject)
+                for used in self.service.state.id_usage(sv.id, True)):
+            user = str(request.scope.get(USER, ""))
+            raise e.Forbidden(str(AccessDenied(user, "READ", REGISTRY, REGISTRY_NAME)))
+        return sv
 
     async def lookup(self, request: Request) -> Response:
         subject = _subject(request)
@@ -296,22 +319,48 @@ class RegistryApi:
 
 
 Handler = Callable[[Request], Awaitable[Response]]
+# what a request needs: (operation, resource type, name), or None for nothing
+Need = Callable[[Request], tuple[str, str, str] | None]
+
+
+def on_subject(operation: str) -> Need:
+    return lambda request: (operation, SUBJECT, _subject(request))
+
+
+def on_config(operation: str) -> Need:
+    """/config and /mode: on the subject if one is named, else on the registry."""
+    def need(request: Request) -> tuple[str, str, str]:
+        subject = _subject(request, None)
+        return (operation, REGISTRY, REGISTRY_NAME) if subject is None \
+            else (operation, SUBJECT, subject)
+    return need
 
 
 def create_app(node: Node) -> ASGIApp:
     api = RegistryApi(node)
 
-    def read(handler: Handler) -> Handler:
+    def authorize(request: Request, need: Need | None) -> None:
+        # here, before a write is forwarded: a denied request never reaches the leader
+        wanted = None if need is None or node.authorizer is None else need(request)
+        if wanted is not None and node.authorizer is not None:
+            try:
+                node.authorizer.check(str(request.scope.get(USER, "")), *wanted)
+            except AccessDenied as denied:
+                raise e.Forbidden(str(denied)) from denied
+
+    def read(handler: Handler, need: Need | None = None) -> Handler:
         async def run(request: Request) -> Response:
             try:
+                authorize(request, need)
                 return await handler(request)
             except e.RegistryError as err:
                 return reply(err.body(), err.status)
         return run
 
-    def write(handler: Handler) -> Handler:
+    def write(handler: Handler, need: Need) -> Handler:
         async def run(request: Request) -> Response:
             try:
+                authorize(request, need)
                 if not node.is_leader:
                     return await api.forward(request)
                 return await handler(request)
@@ -320,38 +369,41 @@ def create_app(node: Node) -> ASGIApp:
         return run
 
     s, v = "/subjects/{subject}", "/subjects/{subject}/versions/{version}"
+    read_s, write_s, delete_s = on_subject("READ"), on_subject("WRITE"), on_subject("DELETE")
+    describe_c, alter_c = on_config("DESCRIBE_CONFIGS"), on_config("ALTER_CONFIGS")
     routes = [
         Route("/", read(api.root), methods=["GET"]),
         Route("/schemas/types", read(api.schema_types), methods=["GET"]),
+        # the listings filter, the id lookups check in the handler (they need the id)
         Route("/schemas", read(api.schemas), methods=["GET"]),
         Route("/schemas/ids/{id}", read(api.by_id), methods=["GET"]),
         Route("/schemas/ids/{id}/schema", read(api.by_id_schema), methods=["GET"]),
         Route("/schemas/ids/{id}/subjects", read(api.id_subjects), methods=["GET"]),
         Route("/schemas/ids/{id}/versions", read(api.id_versions), methods=["GET"]),
         Route("/subjects", read(api.subjects), methods=["GET"]),
-        Route(s, read(api.lookup), methods=["POST"]),
-        Route(s, write(api.delete_subject), methods=["DELETE"]),
-        Route(f"{s}/versions", read(api.versions), methods=["GET"]),
-        Route(f"{s}/versions", write(api.register), methods=["POST"]),
-        Route(v, read(api.get_version), methods=["GET"]),
-        Route(v, write(api.delete_version), methods=["DELETE"]),
-        Route(f"{v}/schema", read(api.get_version_schema), methods=["GET"]),
-        Route(f"{v}/referencedby", read(api.referenced_by), methods=["GET"]),
-        Route("/compatibility/subjects/{subject}/versions/{version}", read(api.check),
+        Route(s, read(api.lookup, read_s), methods=["POST"]),
+        Route(s, write(api.delete_subject, delete_s), methods=["DELETE"]),
+        Route(f"{s}/versions", read(api.versions, read_s), methods=["GET"]),
+        Route(f"{s}/versions", write(api.register, write_s), methods=["POST"]),
+        Route(v, read(api.get_version, read_s), methods=["GET"]),
+        Route(v, write(api.delete_version, delete_s), methods=["DELETE"]),
+        Route(f"{v}/schema", read(api.get_version_schema, read_s), methods=["GET"]),
+        Route(f"{v}/referencedby", read(api.referenced_by, read_s), methods=["GET"]),
+        Route("/compatibility/subjects/{subject}/versions/{version}",
+              read(api.check, read_s), methods=["POST"]),
+        Route("/compatibility/subjects/{subject}/versions", read(api.check, read_s),
               methods=["POST"]),
-        Route("/compatibility/subjects/{subject}/versions", read(api.check),
-              methods=["POST"]),
-        Route("/config", read(api.get_config), methods=["GET"]),
-        Route("/config", write(api.put_config), methods=["PUT"]),
-        Route("/config", write(api.delete_config), methods=["DELETE"]),
-        Route("/config/{subject}", read(api.get_config), methods=["GET"]),
-        Route("/config/{subject}", write(api.put_config), methods=["PUT"]),
-        Route("/config/{subject}", write(api.delete_config), methods=["DELETE"]),
-        Route("/mode", read(api.get_mode), methods=["GET"]),
-        Route("/mode", write(api.put_mode), methods=["PUT"]),
-        Route("/mode/{subject}", read(api.get_mode), methods=["GET"]),
-        Route("/mode/{subject}", write(api.put_mode), methods=["PUT"]),
-        Route("/mode/{subject}", write(api.delete_mode), methods=["DELETE"]),
+        Route("/config", read(api.get_config, describe_c), methods=["GET"]),
+        Route("/config", write(api.put_config, alter_c), methods=["PUT"]),
+        Route("/config", write(api.delete_config, alter_c), methods=["DELETE"]),
+        Route("/config/{subject}", read(api.get_config, describe_c), methods=["GET"]),
+        Route("/config/{subject}", write(api.put_config, alter_c), methods=["PUT"]),
+        Route("/config/{subject}", write(api.delete_config, alter_c), methods=["DELETE"]),
+        Route("/mode", read(api.get_mode, describe_c), methods=["GET"]),
+        Route("/mode", write(api.put_mode, alter_c), methods=["PUT"]),
+        Route("/mode/{subject}", read(api.get_mode, describe_c), methods=["GET"]),
+        Route("/mode/{subject}", write(api.put_mode, alter_c), methods=["PUT"]),
+        Route("/mode/{subject}", write(api.delete_mode, alter_c), methods=["DELETE"]),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -15,6 +15,7 @@ from pathlib import Path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 CONTENT_TYPE = b"application/vnd.schemaregistry.v1+json"
+USER = "odradek.registry.user"  # the authenticated user's name, in the ASGI scope
 
 
 class PasswordFileError(ValueError):
@@ -46,8 +47,12 @@ def load_password_file(path: Path) -> dict[str, str]:
 
 def basic_auth(app: ASGIApp, users: dict[str, str], realm: str = "SchemaRegistry") -> ASGIApp:
     async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _allowed(scope, users):
+        if scope["type"] != "http":
             await app(scope, receive, send)
+            return
+        user = _authenticated(scope, users)
+        if user is not None:
+            await app({**scope, USER: user}, receive, send)
             return
         body = json.dumps({"error_code": 401, "message": "Unauthorized"}).encode()
         await send({"type": "http.response.start", "status": 401, "headers": [
@@ -57,14 +62,16 @@ def basic_auth(app: ASGIApp, users: dict[str, str], realm: str = "SchemaRegistry
     return wrapped
 
 
-def _allowed(scope: Scope, users: dict[str, str]) -> bool:
+def _authenticated(scope: Scope, users: dict[str, str]) -> str | None:
     header = dict(scope.get("headers") or []).get(b"authorization", b"")
     scheme, _, token = header.partition(b" ")
     if scheme.lower() != b"basic":
-        return False
+        return None
     try:
         user, _, password = base64.b64decode(token, validate=True).decode().partition(":")
     except (binascii.Error, UnicodeDecodeError):
-        return False
+        return None
     expected = users.get(user)
-    return expected is not None and hmac.compare_digest(expected.encode(), password.encode())
+    if expected is None or not hmac.compare_digest(expected.encode(), password.encode()):
+        return None
+    return user

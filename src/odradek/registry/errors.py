@@ -171,3 +171,9 @@ class ForwardingFailed(RegistryError):
 
 class UnknownLeader(RegistryError):
     status, error_code = 500, 50004
+
+
+class Forbidden(RegistryError):
+    """An ACL denies the request (Confluent's security plugin answers 403/40301)."""
+
+    status, error_code = 403, 40301

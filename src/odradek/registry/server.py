@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 import httpx
 import uvicorn
 
+from odradek.registry import acls
 from odradek.registry.api import create_app
 from odradek.registry.auth import basic_auth, load_password_file
 from odradek.registry.election import LeaderElection
@@ -46,7 +47,17 @@ class RegistryConfig:
     max_schema_bytes: int = 1 << 20
     # authentication.method=BASIC with this password file (`user: password[,role...]`)
     basic_auth_file: Path | None = None
+    # Redpanda's schema_registry_enable_authorization: ACLs on subjects and the registry,
+    # kept in `acl_topic` (Confluent's confluent.schema.registry.acl.topic, by default
+    # kafkastore.topic + "_acl"); needs basic auth, for the user's name
+    enable_authorization: bool = False
+    acl_topic: str | None = None
+    super_users: frozenset[str] = frozenset()  # User:name, as the broker's super.users
     client_config: dict[str, Any] = field(default_factory=dict)
+
+
+def acl_topic(config: RegistryConfig) -> str:
+    return config.acl_topic or f"{config.topic}_acl"
 
 
 class SchemaRegistry:
@@ -58,6 +69,19 @@ class SchemaRegistry:
                                 config.timeout_s, config.wait_for_replicas)
         self.service = RegistryService(self.store, config.compatibility.upper(),
                                        config.max_schema_bytes)
+        self.acl_store: KafkaStore | None = None
+        self.authorizer: acls.RegistryAuthorizer | None = None
+        if config.enable_authorization:
+            if config.basic_auth_file is None:
+                raise ValueError("schema registry authorization needs basic authentication "
+                                 "(a password file): ACLs name its users")
+            self.acl_store = KafkaStore(config.bootstrap_servers, acl_topic(config),
+                                        config.topic_replication_factor,
+                                        config.client_config, config.timeout_s,
+                                        config.wait_for_replicas, state=acls.AclState(),
+                                        decode=acls.decode)
+            self.authorizer = acls.RegistryAuthorizer(self.acl_store.state,
+                                                      config.super_users)
         self._election: LeaderElection | None = None
         self._server: uvicorn.Server | None = None
         self._task: asyncio.Task[None] | None = None
@@ -102,6 +126,8 @@ class SchemaRegistry:
 
     async def _start_serving(self, app: Any, sock: socket.socket, host: str) -> None:
         await self.store.start()
+        if self.acl_store is not None:
+            await self.acl_store.start()
         self._forwarder = httpx.AsyncClient(timeout=self.config.timeout_s)
         uv = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         self._server = _HostedServer(uv)
@@ -133,6 +159,8 @@ class SchemaRegistry:
         if self._forwarder is not None:
             await self._forwarder.aclose()
         await self.store.stop()
+        if self.acl_store is not None:
+            await self.acl_store.stop()
 
     async def __aenter__(self) -> SchemaRegistry:
         await self.start()

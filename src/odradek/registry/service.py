@@ -88,7 +88,8 @@ class RegistryService:
 
     @property
     def state(self) -> RegistryState:
-        return self.store.state
+        state: RegistryState = self.store.state
+        return state
 
     # schemas and references
 

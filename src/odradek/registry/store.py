@@ -32,14 +32,18 @@ _NOT_YET = (KafkaError._UNKNOWN_PARTITION, KafkaError.UNKNOWN_TOPIC_OR_PART,
 class KafkaStore:
     def __init__(self, bootstrap: str, topic: str = "_schemas", replication_factor: int = 3,
                  client_config: dict[str, Any] | None = None, timeout: float = 30.0,
-                 wait_for_replicas: bool = False) -> None:
+                 wait_for_replicas: bool = False, state: Any = None,
+                 decode: Callable[[bytes, bytes | None], tuple[Any, Any]] = records.decode
+                 ) -> None:
         self.bootstrap = bootstrap
         self.wait_for_replicas = wait_for_replicas
         self.topic = topic
         self.replication_factor = replication_factor
         self.timeout = timeout
         self._client_config = {"bootstrap.servers": bootstrap, **(client_config or {})}
-        self.state = RegistryState()
+        # the `_schemas` state by default; the ACL topic's (acls.AclState) shares the rest
+        self.state: Any = RegistryState() if state is None else state
+        self._decode = decode
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._stop = threading.Event()
@@ -143,7 +147,7 @@ class KafkaStore:
     def _apply(self, batch: Sequence[tuple[bytes, bytes | None, int]]) -> None:
         for key, value, offset in batch:
             try:
-                k, v = records.decode(key, value)
+                k, v = self._decode(key, value)
                 self.state.apply(k, v, offset)
             except (ValueError, KeyError, TypeError) as e:
                 # another writer's record we do not understand must not stop the replay
