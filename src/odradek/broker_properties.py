@@ -329,6 +329,17 @@ BROKER_CONFIGS = ConfigTable(
                   "http://host:port of a Confluent-compatible schema registry hosted in this "
                   "broker's process (Redpanda's schema_registry); unset hosts none.",
                   read_only=True, validator=registry_listener_problem),
+        ConfigDef("schema.registry.basic.auth.file", _T.STRING, None,
+                  "The hosted registry's users: a password file (user: password per line), "
+                  "as `odradek schema-registry --basic-auth-file`; unset: no basic auth.",
+                  read_only=True),
+        ConfigDef("schema.registry.enable.authorization", _T.BOOLEAN, False,
+                  "ACLs on subjects and the registry for the hosted registry (Redpanda's "
+                  "schema_registry_enable_authorization); needs the basic auth file.",
+                  read_only=True),
+        ConfigDef("schema.registry.super.users", _T.STRING, "",
+                  "Principals (User:name;...) the hosted registry's ACLs never refuse.",
+                  read_only=True),
         *_broker_topic_defaults(),
     ]
 )

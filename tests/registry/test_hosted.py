@@ -151,3 +151,65 @@ def test_two_brokers_of_a_cluster_serve_the_same_ids(tmp_path: Path) -> None:
                     f"R{i}"
         _, replicas, _ = cluster.partitions("_schemas")[0]
         assert len(replicas) == 2  # as the cluster's internal topics
+
+
+def test_the_hosted_registry_enforces_subject_acls(tmp_path: Path) -> None:
+    """schema.registry.basic.auth.file / enable.authorization / super.users: the hosted
+    registry authorizes as the standalone one (docs/registry.md, "ACLs on subjects")."""
+    from typer.testing import CliRunner
+
+    from odradek.cli import schemas
+
+    users = tmp_path / "password.properties"
+    users.write_text("alice: a-secret\nbob: b-secret\nadmin: root\n")
+    url = f"http://127.0.0.1:{free_port()}"
+    broker = BrokerProcess(tmp_path / "data", overrides={
+        "schema.registry.listeners": url, "group.initial.rebalance.delay.ms": "0",
+        "schema.registry.basic.auth.file": str(users),
+        "schema.registry.enable.authorization": "true",
+        "schema.registry.super.users": "User:admin"})
+    schema = Schema(json.dumps(READING), "AVRO")
+    try:
+        broker.start()
+        deadline = time.monotonic() + 60
+
+        def leader_up() -> bool:  # the super user's write goes through once it has one
+            try:
+                return httpx.put(f"{url}/config", json={"compatibility": "BACKWARD"},
+                                 timeout=35, auth=("admin", "root")).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        while not leader_up():
+            assert time.monotonic() < deadline and broker.alive(), broker.logs()
+            time.sleep(0.1)
+        added = CliRunner().invoke(schemas.app, [
+            "acl", "add", "-b", broker.bootstrap, "--principal", "User:alice",
+            "-o", "write", "-o", "read", "--subject", "orders-value"])
+        assert added.exit_code == 0, added.output
+        alice = SchemaRegistryClient({"url": url, "basic.auth.user.info": "alice:a-secret"})
+        bob = SchemaRegistryClient({"url": url, "basic.auth.user.info": "bob:b-secret"})
+        while True:  # the ACL reaches the registry through its topic
+            try:
+                alice.register_schema("orders-value", schema)
+                break
+            except SchemaRegistryError as e:
+                assert e.http_status_code == 403 and time.monotonic() < deadline, e
+                time.sleep(0.05)
+        with pytest.raises(SchemaRegistryError) as denied:
+            bob.register_schema("orders-value", schema)
+        assert denied.value.http_status_code == 403
+        assert denied.value.error_code == 40301
+        assert alice.get_versions("orders-value") == [1]  # nothing written for bob
+    finally:
+        broker.stop()
+
+
+def test_hosted_authorization_needs_the_users_file(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", overrides={
+        "schema.registry.listeners": f"http://127.0.0.1:{free_port()}",
+        "schema.registry.enable.authorization": "true"})
+    with pytest.raises(RuntimeError):
+        broker.start()
+    assert "schema.registry.enable.authorization needs schema.registry.basic.auth.file" \
+        in broker.logs()

@@ -64,12 +64,21 @@ def broker(
     install_event_loop()
     hosted: list[HostedService] = []
     if config["schema.registry.listeners"]:
+        # _schemas is replicated as the broker's own internal topics are
+        from odradek.registry.acls import parse_super_users
         from odradek.registry.hosted import HostedRegistry
 
+        auth_file = config["schema.registry.basic.auth.file"]
+        if config["schema.registry.enable.authorization"] and not auth_file:
+            fail("schema.registry.enable.authorization needs schema.registry.basic.auth.file: "
+                 "the ACLs name its users")
         # _schemas is replicated as the broker's own internal topics are
         hosted.append(HostedRegistry(
             config["schema.registry.listeners"], wait_for_replicas=True,
-            topic_replication_factor=int(config["offsets.topic.replication.factor"])))
+            topic_replication_factor=int(config["offsets.topic.replication.factor"]),
+            basic_auth_file=Path(auth_file) if auth_file else None,
+            enable_authorization=bool(config["schema.registry.enable.authorization"]),
+            super_users=parse_super_users(config["schema.registry.super.users"] or "")))
     try:
         asyncio.run(run_broker(config, hosted=hosted))
     except OSError as e:
