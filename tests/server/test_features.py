@@ -1,19 +1,27 @@
-"""Feature flags as a Kafka 4 broker reports them (ApiVersions v3+) and UpdateFeatures
-(57): kafka-python's describe_features/update_features and the raw wire at every
-version. Debian's kcat reading the same ApiVersions: tests/clients/test_kcat.py."""
+"""Feature flags as a Kafka 4 broker reports and changes them (ApiVersions v3+ and
+UpdateFeatures (57)): kafka-python's describe_features/update_features, the raw wire
+at every version, levels that survive a restart, and ZooKeeper's /feature znode seen
+by every broker. Debian's kcat reading the same ApiVersions: tests/clients/test_kcat.py."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+import json
+import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidUpdateVersionError
 
+from odradek.cluster import zk_data as zd
 from odradek.protocol.errors import ErrorCode
+from tests.cluster.inproc import Node, until
 from tests.conftest import BrokerProcess
 from tests.wire import WireClient
+from tests.zk import ZooKeeperProcess, zookeeper  # noqa: F401 - fixture
 
 
 @pytest.fixture
@@ -29,49 +37,97 @@ def test_kafka_python_reads_the_finalized_features(admin: KafkaAdminClient) -> N
                                             "finalized_epoch": 1}
     assert features["group.version"]["finalized"] == (1, 1)
     # KIP-890 part 2, finalized at 2 as Kafka 4 finalizes it for a new cluster
+    assert features["transaction.version"]["supported"] == (0, 2)
     assert features["transaction.version"]["finalized"] == (2, 2)
 
 
 def test_an_update_to_the_current_level_is_accepted(admin: KafkaAdminClient) -> None:
     assert admin.update_features({"group.version": 1, "metadata.version": 25}) == {
         "group.version": "OK", "metadata.version": "OK"}
+    assert admin.describe_features()["metadata.version"]["finalized_epoch"] == 1
 
 
 @pytest.mark.parametrize(("update", "why"), [
     ({"group.version": ("SAFE_DOWNGRADE", 0)},
      "Invalid update version 0 for feature group.version. Local controller 1 only "
      "supports versions 1-1"),
-    ({"group.version": 0},
-     "Can't downgrade the version of this feature without setting the upgrade type"),
-    ({"transaction.version": ("SAFE_DOWNGRADE", 1)}, "only supports versions 2-2"),
+    ({"transaction.version": 1},
+     "Invalid update version 1 for feature transaction.version. Can't downgrade the "
+     "version of this feature without setting the upgrade type to either safe or unsafe "
+     "downgrade."),
+    ({"transaction.version": 3}, "only supports versions 0-2"),
+    ({"metadata.version": ("UNSAFE_DOWNGRADE", 24)}, "only supports versions 25-25"),
     ({"no.such.feature": 1}, "Local controller 1 does not support this feature."),
 ])
-def test_a_level_odradek_cannot_honour_is_refused(admin: KafkaAdminClient,
-                                                  update: dict[str, object],
-                                                  why: str) -> None:
+def test_a_refused_update_changes_nothing(admin: KafkaAdminClient,
+                                          update: dict[str, object], why: str) -> None:
     with pytest.raises(InvalidUpdateVersionError, match=why.replace(".", r"\.")):
         admin.update_features(update)
-    assert admin.describe_features()["group.version"]["finalized"] == (1, 1)
+    features = admin.describe_features()
+    assert features["transaction.version"]["finalized"] == (2, 2)
+    assert features["group.version"]["finalized"] == (1, 1)
+
+
+def _update(w: WireClient, version: int, *updates: tuple[str, int, int],
+            validate_only: bool = False) -> Any:
+    m = w.schema(57, version)
+    keys = tuple(
+        m.FeatureUpdateKey(feature=name, max_version_level=level,
+                           **({"allow_downgrade": kind != 1} if version == 0
+                              else {"upgrade_type": kind}))
+        for name, level, kind in updates)
+    return w.call(57, version, timeout=datetime.timedelta(seconds=5), feature_updates=keys,
+                  **({"validate_only": validate_only} if version else {}))
+
+
+def _finalized(w: WireClient) -> tuple[dict[str, int], int]:
+    r = w.call(18, 3, client_software_name="t", client_software_version="1")
+    return ({f.name: f.max_version_level for f in r.finalized_features},
+            r.finalized_features_epoch)
 
 
 @pytest.mark.parametrize("version", [0, 1])
 def test_older_versions_repeat_the_error_per_feature(broker: BrokerProcess,
                                                      version: int) -> None:
     with WireClient(broker.bootstrap) as w:
-        m = w.schema(57, version)
-        key = {"allow_downgrade": False} if version == 0 else {"upgrade_type": 1}
-        response = w.call(57, version, timeout=datetime.timedelta(seconds=5),
-                          feature_updates=(
-                              m.FeatureUpdateKey(feature="group.version", max_version_level=1,
-                                                 **key),
-                              m.FeatureUpdateKey(feature="metadata.version",
-                                                 max_version_level=30, **key)),
-                          **({"validate_only": False} if version else {}))
+        response = _update(w, version, ("group.version", 1, 1), ("metadata.version", 30, 1))
     assert response.error_code == ErrorCode.invalid_update_version
     assert [(r.feature, r.error_code) for r in response.results] == [
         ("group.version", ErrorCode.invalid_update_version),
         ("metadata.version", ErrorCode.invalid_update_version)]
     assert "metadata.version" in response.error_message
+
+
+def test_transaction_version_moves_both_ways_and_survives_a_restart(
+        fresh_broker: BrokerProcess) -> None:
+    b = fresh_broker.start()
+    with WireClient(b.bootstrap) as w:
+        # validate_only checks and stores nothing
+        assert _update(w, 1, ("transaction.version", 1, 2),
+                       validate_only=True).error_code == ErrorCode.none
+        assert _finalized(w) == ({"group.version": 1, "metadata.version": 25,
+                                  "transaction.version": 2}, 1)
+        assert _update(w, 2, ("transaction.version", 1, 2)).error_code == ErrorCode.none
+        assert _finalized(w) == ({"group.version": 1, "metadata.version": 25,
+                                  "transaction.version": 1}, 2)
+        # a downgrade must lower the level
+        r = _update(w, 1, ("transaction.version", 2, 3))
+        assert (r.error_code, r.error_message) == (
+            ErrorCode.invalid_update_version,
+            "Invalid update version 2 for feature transaction.version. Can't downgrade to "
+            "a newer version.")
+    b.restart()
+    with WireClient(b.bootstrap) as w:
+        assert _finalized(w)[0]["transaction.version"] == 1
+        # level 0: not listed as finalized, as Kafka leaves it out
+        assert _update(w, 0, ("transaction.version", 0, 2)).error_code == ErrorCode.none
+        assert "transaction.version" not in _finalized(w)[0]
+    b.restart()
+    with WireClient(b.bootstrap) as w:
+        assert "transaction.version" not in _finalized(w)[0]
+        assert _update(w, 1, ("transaction.version", 2, 1)).error_code == ErrorCode.none
+        assert _finalized(w) == ({"group.version": 1, "metadata.version": 25,
+                                  "transaction.version": 2}, 4)
 
 
 @pytest.mark.parametrize("version", [0, 2, 3, 4])
@@ -84,3 +140,35 @@ def test_features_ride_in_api_versions_v3_and_later(broker: BrokerProcess,
     names = [f.name for f in getattr(response, "finalized_features", ())]
     assert names == (["group.version", "metadata.version", "transaction.version"]
                      if version >= 3 else [])
+
+
+def test_zookeeper_keeps_the_levels_in_kafkas_feature_znode_seen_by_every_broker(
+        zookeeper: ZooKeeperProcess) -> None:  # noqa: F811
+    connect = f"{zookeeper.connect}/t{uuid.uuid4().hex[:8]}"
+
+    async def main() -> None:
+        nodes = [await Node(connect, i + 1).start() for i in range(2)]
+        try:
+            assert nodes[1].image.features == {"group.version": 1, "metadata.version": 25,
+                                               "transaction.version": 2}
+            epoch = nodes[1].image.features_epoch
+            await nodes[0].store.set_features({**nodes[0].image.features,
+                                               "transaction.version": 1})
+            await until(lambda: nodes[1].image.features.get("transaction.version") == 1,
+                        what="the other broker to see the new level")
+            assert nodes[1].image.features_epoch == epoch + 1  # the znode's version
+            raw, _ = nodes[1].session.get(zd.FEATURE)
+            assert json.loads(raw) == {"version": 2, "status": 1, "features": {
+                "group.version": {"max_version_level": 1},
+                "metadata.version": {"max_version_level": 25},
+                "transaction.version": {"max_version_level": 1}}}
+        finally:
+            for n in nodes:
+                n.stop()
+        restarted = await Node(connect, 3).start()  # a broker joining later reads it
+        try:
+            assert restarted.image.features["transaction.version"] == 1
+        finally:
+            restarted.stop()
+
+    asyncio.run(main())
