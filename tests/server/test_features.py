@@ -86,16 +86,23 @@ def _finalized(w: WireClient) -> tuple[dict[str, int], int]:
             r.finalized_features_epoch)
 
 
-@pytest.mark.parametrize("version", [0, 1])
-def test_older_versions_repeat_the_error_per_feature(broker: BrokerProcess,
-                                                     version: int) -> None:
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_one_refused_feature_fails_the_request_at_the_top_level(broker: BrokerProcess,
+                                                                version: int) -> None:
+    """Kafka 4's controller: no rows on failure at any version; rows of NONE for a
+    success at v0 and v1 only."""
     with WireClient(broker.bootstrap) as w:
         response = _update(w, version, ("group.version", 1, 1), ("metadata.version", 30, 1))
-    assert response.error_code == ErrorCode.invalid_update_version
-    assert [(r.feature, r.error_code) for r in response.results] == [
-        ("group.version", ErrorCode.invalid_update_version),
-        ("metadata.version", ErrorCode.invalid_update_version)]
-    assert "metadata.version" in response.error_message
+        ok = _update(w, version, ("group.version", 1, 1))
+    assert (response.error_code, response.error_message) == (
+        ErrorCode.invalid_update_version,
+        "The update failed for all features since the following feature had an error: "
+        "Invalid update version 30 for feature metadata.version. Local controller 1 only "
+        "supports versions 25-25")
+    assert tuple(getattr(response, "results", ())) == ()
+    assert ok.error_code == ErrorCode.none
+    assert [(r.feature, r.error_code) for r in getattr(ok, "results", ())] == (
+        [("group.version", ErrorCode.none)] if version <= 1 else [])
 
 
 def test_transaction_version_moves_both_ways_and_survives_a_restart(
@@ -114,6 +121,7 @@ def test_transaction_version_moves_both_ways_and_survives_a_restart(
         r = _update(w, 1, ("transaction.version", 2, 3))
         assert (r.error_code, r.error_message) == (
             ErrorCode.invalid_update_version,
+            "The update failed for all features since the following feature had an error: "
             "Invalid update version 2 for feature transaction.version. Can't downgrade to "
             "a newer version.")
     b.restart()
