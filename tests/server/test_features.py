@@ -20,6 +20,15 @@ from odradek.cluster import zk_data as zd
 from odradek.protocol.errors import ErrorCode
 from tests.cluster.inproc import Node, until
 from tests.conftest import BrokerProcess
+from tests.transactions.helpers import create_topic, unique
+from tests.transactions.test_protocol import (
+    add_partitions,
+    find_txn_coordinator,
+    init,
+    produce,
+    txn_batch,
+)
+from tests.transactions.test_tv2 import end_txn_v5
 from tests.wire import WireClient
 from tests.zk import ZooKeeperProcess, zookeeper  # noqa: F401 - fixture
 
@@ -136,6 +145,27 @@ def test_transaction_version_moves_both_ways_and_survives_a_restart(
         assert _update(w, 1, ("transaction.version", 2, 1)).error_code == ErrorCode.none
         assert _finalized(w) == ({"group.version": 1, "metadata.version": 25,
                                   "transaction.version": 2}, 4)
+
+
+def test_at_transaction_version_1_the_coordinators_own_abort_keeps_the_epoch(
+        fresh_broker: BrokerProcess) -> None:
+    """The level decides the coordinator's own aborts; an EndTxn v5 is version 2's
+    whatever the level, as Kafka's transactionVersionForEndTxn decides it."""
+    b = fresh_broker.start()
+    topic = create_topic(b.bootstrap, unique("tv1"))
+    with WireClient(b.bootstrap) as w:
+        assert _update(w, 1, ("transaction.version", 1, 2)).error_code == ErrorCode.none
+        tid = unique("tx")
+        find_txn_coordinator(w, tid)
+        _, pid, old = init(w, tid)
+        assert add_partitions(w, tid, pid, old, [(topic, 0)]) == {(topic, 0): ErrorCode.none}
+        assert produce(w, topic, txn_batch(pid, old, 0, "a"), tid) == (ErrorCode.none, 0)
+        code, pid2, new = init(w, tid)  # another instance fences and aborts the first
+        # the fence (+1) and the new instance's epoch (+1); at level 2 the abort adds one
+        # more (tests/transactions/test_protocol.py::test_a_zombie_is_fenced_…)
+        assert (code, pid2, new) == (ErrorCode.none, pid, old + 2)
+        assert add_partitions(w, tid, pid, new, [(topic, 0)]) == {(topic, 0): ErrorCode.none}
+        assert end_txn_v5(w, tid, pid, new, commit=True) == (ErrorCode.none, pid, new + 1)
 
 
 @pytest.mark.parametrize("version", [0, 2, 3, 4])
