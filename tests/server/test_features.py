@@ -10,6 +10,7 @@ import datetime
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from kafka.errors import InvalidUpdateVersionError
 
 from odradek.cluster import zk_data as zd
 from odradek.protocol.errors import ErrorCode
+from tests.cluster.harness import Cluster
 from tests.cluster.inproc import Node, until
 from tests.conftest import BrokerProcess
 from tests.transactions.helpers import create_topic, unique
@@ -210,3 +212,21 @@ def test_zookeeper_keeps_the_levels_in_kafkas_feature_znode_seen_by_every_broker
             restarted.stop()
 
     asyncio.run(main())
+
+
+@pytest.mark.slow
+def test_a_level_set_through_one_broker_is_reported_by_every_broker(tmp_path: Path) -> None:
+    """Three real brokers on ZooKeeper: the downgrade through broker 1 reaches the others
+    through the watched /feature znode, and a restarted broker reads it back."""
+    def tv(node: int) -> int | None:
+        with WireClient(cluster.broker(node).bootstrap) as w:
+            return _finalized(w)[0].get("transaction.version")
+
+    with Cluster(tmp_path, size=3) as cluster:
+        with WireClient(cluster.broker(1).bootstrap) as w:
+            assert _update(w, 1, ("transaction.version", 1, 2)).error_code == ErrorCode.none
+        for node in (1, 2, 3):
+            cluster.wait_for(lambda n=node: tv(n) == 1, what=f"broker {node} to report 1")
+        cluster.stop(3)
+        cluster.start(3)
+        assert tv(3) == 1
