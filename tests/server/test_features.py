@@ -18,7 +18,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import InvalidUpdateVersionError
 
 from odradek.cluster import zk_data as zd
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from tests.cluster.harness import Cluster
 from tests.cluster.inproc import Node, until
 from tests.conftest import BrokerProcess
@@ -197,6 +197,12 @@ def test_zookeeper_keeps_the_levels_in_kafkas_feature_znode_seen_by_every_broker
             await until(lambda: nodes[1].image.features.get("transaction.version") == 1,
                         what="the other broker to see the new level")
             assert nodes[1].image.features_epoch == epoch + 1  # the znode's version
+            # an update checked against an image that is no longer current is refused
+            nodes[1].store._features_epoch = epoch  # as if its watch had not fired yet
+            with pytest.raises(KafkaError) as refused:
+                await nodes[1].store.set_features({"transaction.version": 2})
+            assert refused.value.code == ErrorCode.feature_update_failed
+            assert nodes[1].image.features_epoch == epoch + 1  # read again
             raw, _ = nodes[1].session.get(zd.FEATURE)
             assert json.loads(raw) == {"version": 2, "status": 1, "features": {
                 "group.version": {"max_version_level": 1},

@@ -35,7 +35,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from odradek.cluster import topic_rules as rules
@@ -630,8 +630,18 @@ class ZkMetadataStore:
         await self._read_back([zk_acls.resource_path(k) for k in changes])
 
     async def set_features(self, levels: Mapping[str, int]) -> None:
-        """Into Kafka's /feature znode; every broker watches it."""
-        await self._zk(self.session.create_or_set, zd.FEATURE, zd.encode_features(levels))
+        """Into Kafka's /feature znode; every broker watches it. The write is conditional
+        on the version this broker's image holds: the levels were checked against that
+        image, so an update made meanwhile through another broker fails this one
+        (FEATURE_UPDATE_FAILED, the client retries) instead of being overwritten."""
+        try:
+            await self._zk(self.session.set, zd.FEATURE, zd.encode_features(levels),
+                           self._features_epoch)
+        except (BadVersionError, NoNodeError):
+            await self._read_back([zd.FEATURE])
+            raise KafkaError("The finalized features were changed meanwhile through "
+                             "another broker; retry the update.",
+                             ErrorCode.feature_update_failed) from None
         await self._read_back([zd.FEATURE])
 
     async def allocate_producer_id(self) -> int:
