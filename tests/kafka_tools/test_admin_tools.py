@@ -126,7 +126,7 @@ def test_kafka_path_scripts_and_odradek_subcommands_are_the_same_tools(
         "kafka-console-producer",
         "kafka-console-consumer", "kafka-dump-log", "kafka-reassign-partitions",
         "kafka-leader-election", "kafka-delete-records", "kafka-producer-perf-test",
-        "kafka-consumer-perf-test"))
+        "kafka-consumer-perf-test", "kafka-features"))
     # a runbook that calls the scripts by name, with the folder on PATH
     runbook = ('kafka-topics.sh --bootstrap-server "$B" --create --topic runbook-topic '
                '--partitions 2 && kafka-topics.sh --bootstrap-server "$B" --list')

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from odradek.cluster import store as store_records
 from odradek.cluster import topic_rules as rules
 from odradek.cluster.metadata import (
+    NEW_CLUSTER_FEATURES,
     BrokerInfo,
     MetadataImage,
     PartitionInfo,
@@ -101,6 +102,10 @@ class MetadataController(Protocol):
         """Replace one client-metrics subscription's configs (empty: remove it)."""
         ...
 
+    async def set_features(self, levels: Mapping[str, int]) -> None:
+        """Replace the finalized feature levels (UpdateFeatures has checked them)."""
+        ...
+
     async def settle(self, created: Sequence[str] = (), deleted: Sequence[str] = (),
                      timeout_s: float = 30.0) -> bool:
         """Wait until created topics have leaders and deleted ones are gone."""
@@ -126,6 +131,20 @@ def new_cluster_configs(static: Mapping[str, Any]) -> dict[str, str]:
     broker and topic resolves the same one (DescribeConfigs then reports it as
     DYNAMIC_DEFAULT_BROKER_CONFIG)."""
     return {"min.insync.replicas": str(int(static.get("min.insync.replicas", 1)))}
+
+
+def _finalized(levels: Mapping[str, int]) -> dict[str, int]:
+    return {str(n): int(v) for n, v in levels.items() if int(v) > 0}
+
+
+def _stored_features(data: dict[str, Any] | None) -> dict[str, Any]:
+    """The finalized feature levels a store holds; a new store (or one written before
+    levels were stored, when they were fixed at these) starts at Kafka 4's."""
+    stored = (data or {}).get("features")
+    if not isinstance(stored, dict):
+        return {"features": dict(NEW_CLUSTER_FEATURES), "features_epoch": 1}
+    return {"features": _finalized(stored.get("levels", {})),
+            "features_epoch": int(stored.get("epoch", 1))}
 
 
 class Controller:
@@ -166,6 +185,7 @@ class Controller:
                            (data or {}).get("client_quotas", {}).items()},
             client_metrics={str(n): dict(c) for n, c in
                             (data or {}).get("client_metrics", {}).items()},
+            **_stored_features(data),
         )
         self._pid_next = self.image.next_producer_id
         self._pid_end = self.image.next_producer_id
@@ -195,6 +215,8 @@ class Controller:
         header = new.header_json()
         if header != old.header_json():
             records.append(store_records.header_record(header))
+        if (new.features, new.features_epoch) != (old.features, old.features_epoch):
+            records.append(store_records.features_record(new.features_json()))
         await loop.run_in_executor(None, self.store.append, records)
 
     async def _commit(self, new: MetadataImage, event: str, topic: str) -> None:
@@ -392,6 +414,12 @@ class Controller:
                 subscriptions.pop(name, None)
             await self._commit(replace(self.image, client_metrics=subscriptions),
                                "client-metrics", name)
+
+    async def set_features(self, levels: Mapping[str, int]) -> None:
+        async with self._changing:
+            await self._commit(replace(self.image, features=_finalized(levels),
+                                       features_epoch=self.image.features_epoch + 1),
+                               "features", "")
 
     # ---- producer ids -----------------------------------------------------------
 

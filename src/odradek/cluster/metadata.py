@@ -45,6 +45,10 @@ def kafka_to_uuid(text: str) -> uuid.UUID:
 
 
 ZERO_UUID = uuid.UUID(int=0)
+# The finalized feature levels of a new cluster, Kafka 4's (server/features.py says what
+# each one means and which levels a broker supports)
+NEW_CLUSTER_FEATURES: dict[str, int] = {
+    "group.version": 1, "metadata.version": 25, "transaction.version": 2}
 
 
 def new_topic_id() -> uuid.UUID:
@@ -138,6 +142,10 @@ class MetadataImage:
     # client quotas by entity, keyed by the entity's ZooKeeper path as Kafka lays it out
     # (`/config/users/alice/clients/<default>`): {path: {"producer_byte_rate": "1024"}}
     client_quotas: dict[str, dict[str, str]] = field(default_factory=dict)
+    # finalized feature levels (KIP-584; level 0 is absent) and their epoch: the embedded
+    # store's change counter, with ZooKeeper the /feature znode's version (as Kafka's)
+    features: dict[str, int] = field(default_factory=dict)
+    features_epoch: int = 0
 
     def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         """A dict lookup (Fetch v13+ names topics by id: a scan of every topic per
@@ -156,8 +164,13 @@ class MetadataImage:
         return index.get(topic_id)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.header_json(),
+        return {**self.header_json(), "features": self.features_json(),
                 "topics": [topic_to_json(t) for t in self.topics.values()]}
+
+    def features_json(self) -> dict[str, Any]:
+        """The store's features record (kept apart from the header: a feature change
+        need not rewrite the ACLs and quotas)."""
+        return {"levels": dict(self.features), "epoch": self.features_epoch}
 
     def header_json(self) -> dict[str, Any]:
         """Everything but the topics: what the store records as one header record."""

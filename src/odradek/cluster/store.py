@@ -49,6 +49,11 @@ def header_record(header: dict[str, Any]) -> dict[str, Any]:
     return {"header": header}
 
 
+def features_record(features: dict[str, Any]) -> dict[str, Any]:
+    """The finalized feature levels are now `features` (MetadataImage.features_json)."""
+    return {"features": features}
+
+
 def _fsync_dir(directory: Path) -> None:
     fd = os.open(directory, os.O_RDONLY)
     try:
@@ -86,6 +91,8 @@ class FileMetadataStore:
                     topics[record["topic"]] = record["value"]
             elif "header" in record:
                 data.update(record["header"])
+            elif "features" in record:
+                data["features"] = record["features"]
         data["topics"] = list(topics.values())
         return data
 

@@ -42,6 +42,7 @@ LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 LOG_DIR_FAILURE = 1  # Kafka's LogDirEventNotificationHandler.LogDirFailureEvent
 CLUSTER_ID = "/cluster/id"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+FEATURE = "/feature"  # the finalized feature levels (KIP-584), Kafka's FeatureZNode
 DEFAULT_ENTITY = "<default>"
 
 # What a Kafka broker creates at start-up (KafkaZkClient.createTopLevelPaths).
@@ -120,6 +121,37 @@ def _load(data: bytes | None) -> Any:
 
 def _now_ms_text() -> str:
     return str(int(time.time() * 1000))
+
+
+# ---- /feature -------------------------------------------------------------------------------
+
+FEATURE_ZNODE_VERSION = 2  # Kafka's FeatureZNode V2: max_version_level only (KIP-778)
+FEATURE_ENABLED = 1  # FeatureZNodeStatus.Enabled
+
+
+def encode_features(levels: Mapping[str, int]) -> bytes:
+    """Kafka's FeatureZNode V2; a level-0 feature is left out (Kafka refuses
+    max_version_level < 1 when it reads the znode)."""
+    return _dump({
+        "version": FEATURE_ZNODE_VERSION,
+        "status": FEATURE_ENABLED,
+        "features": {name: {"max_version_level": level}
+                     for name, level in sorted(levels.items()) if level > 0},
+    })
+
+
+def decode_features(data: bytes | None) -> dict[str, int]:
+    """The finalized levels of a FeatureZNode (V1's min_version_level is ignored, as
+    Kafka does since KIP-778); a disabled or unreadable znode finalizes nothing."""
+    try:
+        body = _load(data) or {}
+        if body.get("status") != FEATURE_ENABLED:
+            return {}
+        return {str(name): int(v["max_version_level"])
+                for name, v in (body.get("features") or {}).items()
+                if int(v["max_version_level"]) > 0}
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return {}
 
 
 # ---- /brokers/ids/<id> -------------------------------------------------------------------

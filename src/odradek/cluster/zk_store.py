@@ -35,7 +35,7 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from odradek.cluster import topic_rules as rules
@@ -43,6 +43,7 @@ from odradek.cluster import zk_acls, zk_admin
 from odradek.cluster import zk_data as zd
 from odradek.cluster.controller import Listener, new_cluster_configs
 from odradek.cluster.metadata import (
+    NEW_CLUSTER_FEATURES,
     BrokerInfo,
     MetadataImage,
     PartitionInfo,
@@ -62,7 +63,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
-_ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.CONFIG_USERS,
+_ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.FEATURE, zd.CONFIG_USERS,
           zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS, zk_acls.LITERAL_CHANGES,
           zk_acls.EXTENDED_CHANGES)
 SCRAM_PREFIX = "SCRAM-"  # a user's SCRAM credentials share its /config/users znode
@@ -95,6 +96,8 @@ class ZkMetadataStore:
         self._acls = zk_acls.AclCache()  # /kafka-acl*, followed through its notifications
         self._controller_id = -1
         self._deleting: set[str] = set()
+        self._features: dict[str, int] = {}
+        self._features_epoch = 0  # the /feature znode's version, Kafka's epoch in ZK mode
         # refreshing
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[str] = set()
@@ -129,6 +132,7 @@ class ZkMetadataStore:
         self.image = replace(self.image, cluster_id=cluster_id)
         if cluster_id == proposed_cluster_id:  # this broker created the cluster
             await loop.run_in_executor(None, self._seed_cluster_configs)
+        await loop.run_in_executor(None, self._seed_features)
 
         def on_state(event: str) -> None:
             loop.call_soon_threadsafe(self._on_session, event)
@@ -144,6 +148,13 @@ class ZkMetadataStore:
         if any(name not in current for name in wanted):
             zk_admin.set_configs(self.session, "brokers", zd.DEFAULT_ENTITY,
                                  {**wanted, **current})
+
+    def _seed_features(self) -> None:
+        """Kafka's controller creates /feature when it is missing: a new cluster (or one
+        from before levels were stored, when they were fixed at these) gets Kafka 4's
+        levels. Whichever broker comes first writes it."""
+        with contextlib.suppress(NodeExistsError):
+            self.session.create(zd.FEATURE, zd.encode_features(NEW_CLUSTER_FEATURES))
 
     async def _purge_notifications(self, every_s: float = 60.0) -> None:
         """Kafka's brokers delete change notifications older than 15 minutes; so do we
@@ -384,6 +395,9 @@ class ZkMetadataStore:
             self._broker_configs = zd.decode_config(value) if kind == "data" else {}
         elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS)):
             follow |= self._apply_entity(path, parts, kind, value)
+        elif path == zd.FEATURE:
+            self._features = zd.decode_features(value) if kind == "data" else {}
+            self._features_epoch = stat.version if kind == "data" else 0
         elif path == zd.CONTROLLER:
             self._controller_id = zd.decode_controller(value) if kind == "data" else -1
         elif path == zd.DELETE_TOPICS:
@@ -439,7 +453,8 @@ class ZkMetadataStore:
                 if scram:
                     users[user] = scram
         return replace(image, client_quotas=quotas, user_configs=users,
-                       acls=self._acls.rows(), client_metrics=metrics)
+                       acls=self._acls.rows(), client_metrics=metrics,
+                       features=dict(self._features), features_epoch=self._features_epoch)
 
     def _publish(self) -> None:
         old, new = self.image, self._build()
@@ -613,6 +628,21 @@ class ZkMetadataStore:
         except zk_acls.AclZnodeError as e:
             raise KafkaError(str(e), ErrorCode.invalid_request) from None
         await self._read_back([zk_acls.resource_path(k) for k in changes])
+
+    async def set_features(self, levels: Mapping[str, int]) -> None:
+        """Into Kafka's /feature znode; every broker watches it. The write is conditional
+        on the version this broker's image holds: the levels were checked against that
+        image, so an update made meanwhile through another broker fails this one
+        (FEATURE_UPDATE_FAILED, the client retries) instead of being overwritten."""
+        try:
+            await self._zk(self.session.set, zd.FEATURE, zd.encode_features(levels),
+                           self._features_epoch)
+        except (BadVersionError, NoNodeError):
+            await self._read_back([zd.FEATURE])
+            raise KafkaError("The finalized features were changed meanwhile through "
+                             "another broker; retry the update.",
+                             ErrorCode.feature_update_failed) from None
+        await self._read_back([zd.FEATURE])
 
     async def allocate_producer_id(self) -> int:
         """From a block of 1000 this broker claimed in /latest_producer_id_block."""

@@ -98,7 +98,8 @@ class BrokerTransactions:
             ReplicaLog(broker.replicas, TRANSACTION_STATE_TOPIC,
                        lambda: commit_timeout_ms(broker)),
             self.markers, broker.controller.allocate_producer_id,
-            transaction_version=lambda: features.level("transaction.version"))
+            transaction_version=lambda: features.level("transaction.version",
+                                                       broker.controller.image))
         # transaction version 2's implicit add, and version 1's checks across brokers
         self.adder = PartitionAdder(broker, self.coordinator)
 

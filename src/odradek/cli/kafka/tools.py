@@ -21,6 +21,7 @@ TOOLS = {
     "kafka-delete-records": "adapters",
     "kafka-producer-perf-test": "perf",
     "kafka-consumer-perf-test": "perf",
+    "kafka-features": "features",
 }
 
 

@@ -1,7 +1,8 @@
 """ApiVersions (18): which APIs and versions this broker speaks.
 
 Answered with response header v0 at every version so any client can read it. From v3
-on, the supported and finalized features (server/features.py) ride in tagged fields,
+on, the supported and finalized features (server/features.py; the levels from the
+metadata image, so a change by UpdateFeatures shows at once) ride in tagged fields,
 as Kafka 4 sends them. Debian's kcat (librdkafka 2.0.2) reads them: measured here,
 and tests/clients/test_kcat.py runs it against this response.
 """
@@ -36,14 +37,16 @@ def handle(ctx: RequestContext, request: Any) -> Any:
         ctx.metrics.telemetry.note_software(ctx.client_host, ctx.client_port,
                                             request.client_software_name or "",
                                             request.client_software_version or "")
+        image = ctx.metadata.image
         extra = {
             "supported_features": tuple(
                 build(schema.SupportedFeatureKey, name=f.name, min_version=f.min_version,
                       max_version=f.max_version) for f in features.FEATURES),
-            "finalized_features_epoch": features.FINALIZED_EPOCH,
+            "finalized_features_epoch": image.features_epoch,
+            # Kafka 4 reports a finalized level as min = max (KIP-778)
             "finalized_features": tuple(
-                build(schema.FinalizedFeatureKey, name=f.name, min_version_level=f.finalized,
-                      max_version_level=f.finalized) for f in features.finalized()),
+                build(schema.FinalizedFeatureKey, name=name, min_version_level=level,
+                      max_version_level=level) for name, level in features.finalized(image)),
         }
     return build(
         schema.ApiVersionsResponse,
