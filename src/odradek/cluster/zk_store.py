@@ -49,9 +49,10 @@ from odradek.cluster.metadata import (
     PartitionInfo,
     TopicInfo,
 )
+from odradek.cluster.zk_cache import ReadResult, ZnodeCache, is_children_path
 from odradek.cluster.zk_client import ZkError, ZkSession
 from odradek.cluster.zk_controller import ZkController
-from odradek.cluster.zk_image import build_image, diff_events
+from odradek.cluster.zk_image import diff_events
 from odradek.protocol.errors import (
     ErrorCode,
     KafkaError,
@@ -62,11 +63,9 @@ from odradek.protocol.errors import (
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
 _ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.FEATURE, zd.CONFIG_USERS,
           zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS, zk_acls.LITERAL_CHANGES,
           zk_acls.EXTENDED_CHANGES)
-SCRAM_PREFIX = "SCRAM-"  # a user's SCRAM credentials share its /config/users znode
 
 
 class ZkMetadataStore:
@@ -84,20 +83,7 @@ class ZkMetadataStore:
         self._broker_defaults = broker_defaults
         self._listeners: list[Listener] = []
         self.image = MetadataImage(cluster_id="", controller_id=-1, brokers={}, topics={})
-        # the znodes as last read
-        self._brokers: dict[int, BrokerInfo] = {}
-        self._topics: dict[str, zd.TopicAssignment] = {}
-        self._states: dict[TopicPartition, zd.LeaderAndIsr] = {}
-        self._topic_configs: dict[str, dict[str, str]] = {}
-        self._broker_configs: dict[str, str] = {}
-        # /config/users/<u>[/clients/<c>], /config/clients/<c> and
-        # /config/client-metrics/<name>: {path: config}
-        self._entity_configs: dict[str, dict[str, str]] = {}
-        self._acls = zk_acls.AclCache()  # /kafka-acl*, followed through its notifications
-        self._controller_id = -1
-        self._deleting: set[str] = set()
-        self._features: dict[str, int] = {}
-        self._features_epoch = 0  # the /feature znode's version, Kafka's epoch in ZK mode
+        self.cache = ZnodeCache()  # the znodes as last read
         # refreshing
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: set[str] = set()
@@ -317,7 +303,7 @@ class ZkMetadataStore:
                 self._pending |= batch  # a synchronous read-back overtook us: read again
                 continue
             for path, result in zip(batch, results, strict=True):
-                self._pending |= self._apply(path, result)
+                self._pending |= self.cache.apply(path, result, self._full)
             if not self._pending:
                 self._full = False
                 self._publish()
@@ -329,7 +315,7 @@ class ZkMetadataStore:
         if zk_acls.AclCache.watched(path):
             watch = self._on_watch
         try:
-            if _is_children_path(path):
+            if is_children_path(path):
                 names = await zk.run_async(zk.client.get_children_async(path, watch=watch), loop)
                 return "children", list(names), None
             data, stat = await zk.run_async(zk.client.get_async(path, watch=watch), loop)
@@ -346,118 +332,11 @@ class ZkMetadataStore:
                 raise
             raise ZkError(str(e)) from e
 
-    def _apply(self, path: str, result: ReadResult) -> set[str]:
-        """Put one read into the cache; returns the paths it leads to."""
-        kind, value, stat = result
-        parts = path.strip("/").split("/")
-        follow: set[str] = set()
-        if zk_acls.AclCache.handles(path):
-            return self._acls.apply(path, kind, value, self._full)
-        if path == zd.BROKER_IDS:
-            ids = {int(n) for n in value or () if n.isdigit()}
-            for gone in set(self._brokers) - ids:
-                del self._brokers[gone]
-            wanted_ids = ids if self._full else ids - set(self._brokers)
-            follow |= {zd.broker_path(i) for i in wanted_ids}
-        elif path.startswith(zd.BROKER_IDS + "/"):
-            node_id = int(parts[2])
-            if kind == "data":
-                self._brokers[node_id] = zd.decode_broker(node_id, value)
-            else:
-                self._brokers.pop(node_id, None)
-        elif path == zd.TOPICS:
-            names = set(value or ())
-            for gone_topic in set(self._topics) - names:
-                self._forget_topic(gone_topic)
-            wanted = names if self._full else names - set(self._topics)
-            for name in wanted:
-                follow |= {zd.topic_path(name), zd.topic_config_path(name)}
-        elif len(parts) == 3 and path.startswith(zd.TOPICS + "/"):
-            topic = parts[2]
-            if kind != "data":
-                self._forget_topic(topic)
-            else:
-                assignment = zd.decode_topic(value)
-                self._topics[topic] = assignment
-                follow |= {zd.partition_state_path(topic, p) for p in assignment.partitions}
-        elif len(parts) == 6 and parts[5] == "state":
-            tp = (parts[2], int(parts[4]))
-            if kind == "data":
-                self._states[tp] = zd.decode_state(value, stat.version)
-            else:
-                self._states.pop(tp, None)
-        elif path.startswith(zd.CONFIG_TOPICS + "/"):
-            if kind == "data":
-                self._topic_configs[parts[2]] = zd.decode_config(value)
-            else:
-                self._topic_configs.pop(parts[2], None)
-        elif path == zd.broker_config_path():
-            self._broker_configs = zd.decode_config(value) if kind == "data" else {}
-        elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS)):
-            follow |= self._apply_entity(path, parts, kind, value)
-        elif path == zd.FEATURE:
-            self._features = zd.decode_features(value) if kind == "data" else {}
-            self._features_epoch = stat.version if kind == "data" else 0
-        elif path == zd.CONTROLLER:
-            self._controller_id = zd.decode_controller(value) if kind == "data" else -1
-        elif path == zd.DELETE_TOPICS:
-            self._deleting = set(value or ())
-        return follow
-
-    def _apply_entity(self, path: str, parts: list[str], kind: str, value: Any) -> set[str]:
-        """Quota entities and client-metrics subscriptions: a children list leads to its
-        entities (and a user's clients); an entity's data is its config."""
-        if _is_children_path(path):
-            names = set(value or ())
-            below = {f"{path}/{n}" for n in names}
-            for known in [k for k in self._entity_configs if k.startswith(path + "/")]:
-                if "/".join(known.split("/")[: len(parts) + 2]) not in below:
-                    del self._entity_configs[known]  # its entity (or its user) is gone
-            follow = set(below)
-            if path == zd.CONFIG_USERS:
-                follow |= {f"{b}/clients" for b in below}
-            return follow
-        if kind == "data":
-            self._entity_configs[path] = zd.decode_config(value)
-        else:
-            self._entity_configs.pop(path, None)
-        return set()
-
-    def _forget_topic(self, name: str) -> None:
-        self._topics.pop(name, None)
-        self._topic_configs.pop(name, None)
-        for tp in [tp for tp in self._states if tp[0] == name]:
-            del self._states[tp]
-
     # ---- the image ---------------------------------------------------------------------------
 
-    def _build(self) -> MetadataImage:
-        image = build_image(self.image.cluster_id, self._brokers, self._topics, self._states,
-                            self._topic_configs, self._broker_configs, self._controller_id,
-                            fenced_node=self.node_id if self.fenced else None)
-        quotas: dict[str, dict[str, str]] = {}
-        users: dict[str, dict[str, str]] = {}
-        metrics: dict[str, dict[str, str]] = {}
-        for path, config in self._entity_configs.items():
-            if not config:
-                continue  # Kafka leaves an emptied entity's znode: nothing is set there
-            if path.startswith(zd.CONFIG_CLIENT_METRICS + "/"):
-                metrics[path.rsplit("/", 1)[1]] = dict(config)
-                continue
-            quota = {k: v for k, v in config.items() if not k.startswith(SCRAM_PREFIX)}
-            if quota:
-                quotas[path] = quota
-            user = path.removeprefix(zd.CONFIG_USERS + "/")
-            if path.startswith(zd.CONFIG_USERS + "/") and "/" not in user:
-                scram = {k: v for k, v in config.items() if k.startswith(SCRAM_PREFIX)}
-                if scram:
-                    users[user] = scram
-        return replace(image, client_quotas=quotas, user_configs=users,
-                       acls=self._acls.rows(), client_metrics=metrics,
-                       features=dict(self._features), features_epoch=self._features_epoch)
-
     def _publish(self) -> None:
-        old, new = self.image, self._build()
+        fenced_node = self.node_id if self.fenced else None
+        old, new = self.image, self.cache.build(self.image.cluster_id, fenced_node)
         events = diff_events(old, new)
         self.image = new
         self._published.set()
@@ -511,7 +390,7 @@ class ZkMetadataStore:
             raise KafkaError(str(e), ErrorCode.request_timed_out) from e
         follow: set[str] = set()
         for path, result in zip(paths, results, strict=True):
-            follow |= self._apply(path, result)
+            follow |= self.cache.apply(path, result, self._full)
         self._publish()
         if follow:
             self._mark(*follow)
@@ -528,7 +407,7 @@ class ZkMetadataStore:
         configs: Mapping[str, str | None] | None = None,
         validate_only: bool = False,
     ) -> TopicInfo:
-        topic = zk_admin.plan_topic(self.image, self._deleting, name, num_partitions,
+        topic = zk_admin.plan_topic(self.image, self.cache.deleting, name, num_partitions,
                                     replication_factor, assignments, configs or {},
                                     self._broker_defaults())
         if validate_only:
@@ -564,7 +443,7 @@ class ZkMetadataStore:
     async def delete_topic(self, name: str, *, enabled: bool = True) -> TopicInfo:
         topic: TopicInfo = await self._zk(zk_admin.delete_topic, self.session, self.image,
                                           name, enabled)
-        self._deleting.add(name)
+        self.cache.deleting.add(name)
         return topic
 
     async def create_partitions(self, name: str, total: int,
@@ -636,7 +515,7 @@ class ZkMetadataStore:
         (FEATURE_UPDATE_FAILED, the client retries) instead of being overwritten."""
         try:
             await self._zk(self.session.set, zd.FEATURE, zd.encode_features(levels),
-                           self._features_epoch)
+                           self.cache.features_epoch)
         except (BadVersionError, NoNodeError):
             await self._read_back([zd.FEATURE])
             raise KafkaError("The finalized features were changed meanwhile through "
@@ -685,7 +564,7 @@ class ZkMetadataStore:
         results = await zk.run_async(tx.commit_async(), loop)
         if any(isinstance(r, Exception) for r in results):
             return None  # BadVersion: the state moved on; nothing was written
-        self._states[tp] = replace(new, zk_version=results[0].version)
+        self.cache.states[tp] = replace(new, zk_version=results[0].version)
         self._generation += 1  # reads in flight predate this write
         self._publish()
         info = self.image.topics.get(topic)
@@ -741,11 +620,3 @@ class ZkMetadataStore:
         await self._zk(zk_admin.request_preferred_election, self.session, set(partitions))
 
 
-def _is_children_path(path: str) -> bool:
-    if zk_acls.AclCache.handles(path):
-        return zk_acls.AclCache.is_children(path)
-    if path in (zd.BROKER_IDS, zd.TOPICS, zd.DELETE_TOPICS, zd.CONFIG_USERS,
-                zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS):
-        return True
-    parts = path.split("/")  # /config/users/<user>/clients
-    return len(parts) == 5 and path.startswith(zd.CONFIG_USERS + "/") and parts[4] == "clients"
