@@ -195,7 +195,7 @@ def test_zookeeper_keeps_the_levels_in_kafkas_feature_znode_seen_by_every_broker
                         what="the other broker to see the new level")
             assert nodes[1].image.features_epoch == epoch + 1  # the znode's version
             # an update checked against an image that is no longer current is refused
-            nodes[1].store._features_epoch = epoch  # as if its watch had not fired yet
+            nodes[1].store.cache.features_epoch = epoch  # as if its watch had not fired yet
             with pytest.raises(KafkaError) as refused:
                 await nodes[1].store.set_features({"transaction.version": 2})
             assert refused.value.code == ErrorCode.feature_update_failed
