@@ -150,8 +150,8 @@ class ReplicaManager:
                 # the broker opened the log as its only replica (HW = LEO); with
                 # followers only what the checkpoint says was committed is
                 p.log.high_watermark = min(p.log.high_watermark, recovered)
-            if replicated:
-                self._start_background()
+        if replicated:  # also once a reassignment gives a single replica followers
+            self._start_background()
         if info.leader == self.node_id:
             if not p.is_leader or p.leader_epoch != info.leader_epoch or p.leader != p.node_id:
                 if self._fetchers is not None:
@@ -161,7 +161,10 @@ class ReplicaManager:
                 if replicated:
                     log.info("leading %s-%d at epoch %d (was %d), ISR %s", p.topic, p.index,
                              info.leader_epoch, was, list(info.isr))
-            elif info.partition_epoch != p.partition_epoch or info.isr != p.isr:
+            elif (info.partition_epoch != p.partition_epoch or info.isr != p.isr
+                  or info.replicas != p.replicas):
+                # a reassignment changes the replicas alone: the followers it adds
+                # must be let fetch
                 p.update_state(info)
             # also when the ISR just shrank to this broker alone: what the others had
             # not confirmed is committed now, and acks=all waiters get their answer
@@ -505,6 +508,9 @@ class ReplicaManager:
             if not p.is_assigned(replica_id):
                 out[key] = _unassigned(p)
                 session.dirty.discard(key)
+                # looked at again next time: a reassignment's new follower may fetch
+                # before this leader learns it is one, and would otherwise wait forever
+                session.held.add(key)
                 continue
             if p.on_follower_fetch(replica_id, sp.fetch_offset, now) and self._eligible_for_isr(
                     replica_id):
