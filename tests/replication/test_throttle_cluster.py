@@ -123,6 +123,34 @@ def test_a_follower_throttle_holds_the_new_replica_to_the_rate_and_no_other(
     assert took[free] < floor / 2, took
 
 
+def test_reassign_throttle_sets_the_rates_and_replicas_and_verify_removes_them(
+        cluster: Cluster, tmp_path: Path) -> None:
+    throttled = filled_topic(cluster, "cli")
+    path = moves_file(tmp_path, [throttled])
+    start = time.monotonic()
+    out = odradek("reassign", "-b", cluster.bootstrap, "--execute", "--reassignment-json-file",
+                  str(path), "--throttle", str(RATE))
+    assert f"The inter-broker throttle limit was set to {RATE} B/s" in out
+    described = describe(cluster, ResourceType.TOPIC, throttled)
+    assert described["leader.replication.throttled.replicas"] == "0:1"
+    assert described["follower.replication.throttled.replicas"] == "0:2"
+    assert describe(cluster, ResourceType.BROKER, "2")[
+        "follower.replication.throttled.rate"] == str(RATE)
+    took = caught_up_times(cluster, [throttled], start)[throttled]
+    assert took >= SIZE / RATE * 0.8
+    cluster.wait_for(lambda: "is completed" in odradek(
+        "reassign", "-b", cluster.bootstrap, "--verify", "--reassignment-json-file",
+        str(path)), 30, "the reassignment to complete")
+    out = odradek("reassign", "-b", cluster.bootstrap, "--verify",
+                  "--reassignment-json-file", str(path))
+    assert "Clearing broker-level throttles" in out
+    assert f"Clearing topic-level throttles on topic {throttled}" in out
+    described = describe(cluster, ResourceType.TOPIC, throttled)
+    assert described["leader.replication.throttled.replicas"] == ""
+    assert describe(cluster, ResourceType.BROKER, "2")[
+        "follower.replication.throttled.rate"] == str(2**63 - 1)
+
+
 def describe(cluster: Cluster, kind: ResourceType, name: str) -> dict[str, str]:
     res = ConfigResource(kind, name)
     admin = cluster.admin()
