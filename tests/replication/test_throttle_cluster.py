@@ -99,12 +99,16 @@ def caught_up_times(cluster: Cluster, topics: list[str], start: float) -> dict[s
     return done
 
 
-def test_a_follower_throttle_holds_the_new_replica_to_the_rate_and_no_other(
-        cluster: Cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("side,broker", [("follower", 2), ("leader", 1)])
+def test_a_throttle_holds_the_new_replica_to_the_rate_and_no_other(
+        cluster: Cluster, tmp_path: Path, side: str, broker: int) -> None:
+    # the follower side: broker 2 leaves the partition out of its fetches; the leader
+    # side: broker 1 leaves it out of its answers
     throttled, free = filled_topic(cluster, "slow"), filled_topic(cluster, "free")
     set_configs(cluster, ResourceType.TOPIC, throttled,
-                follower_replication_throttled_replicas="0:2")
-    set_configs(cluster, ResourceType.BROKER, "2", follower_replication_throttled_rate=str(RATE))
+                **{f"{side}_replication_throttled_replicas": f"0:{broker}"})
+    rate_name = f"{side}.replication.throttled.rate"
+    set_configs(cluster, ResourceType.BROKER, str(broker), **{rate_name: str(RATE)})
     try:
         path = moves_file(tmp_path, [throttled, free])
         start = time.monotonic()
@@ -112,9 +116,8 @@ def test_a_follower_throttle_holds_the_new_replica_to_the_rate_and_no_other(
                 str(path))
         took = caught_up_times(cluster, [throttled, free], start)
     finally:
-        res = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[ConfigEntry(
-            "follower.replication.throttled.rate", None,
-            incremental_operation=AlterConfigOpType.DELETE)])
+        res = ConfigResource(ResourceType.BROKER, str(broker), incremental_configs=[
+            ConfigEntry(rate_name, None, incremental_operation=AlterConfigOpType.DELETE)])
         admin = cluster.admin()
         admin.incremental_alter_configs([res])[res].result(15)
     floor = SIZE / RATE * 0.8
