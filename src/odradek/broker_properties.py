@@ -208,6 +208,16 @@ BROKER_CONFIGS = ConfigTable(
                   "Samples kept for client quota rates.", minimum=1, read_only=True),
         ConfigDef("quota.window.size.seconds", _T.INT, 1,
                   "Time span of one client quota sample.", minimum=1, read_only=True),
+        ConfigDef("leader.replication.throttled.rate", _T.LONG, LONG_MAX,
+                  "Bytes/s a leader returns to followers for throttled replicas "
+                  "(leader.replication.throttled.replicas).", minimum=0),
+        ConfigDef("follower.replication.throttled.rate", _T.LONG, LONG_MAX,
+                  "Bytes/s a follower fetches for throttled replicas "
+                  "(follower.replication.throttled.replicas).", minimum=0),
+        ConfigDef("replication.quota.window.num", _T.INT, 11,
+                  "Samples kept for replication quota rates.", minimum=1, read_only=True),
+        ConfigDef("replication.quota.window.size.seconds", _T.INT, 1,
+                  "Time span of one replication quota sample.", minimum=1, read_only=True),
         ConfigDef("queued.max.requests", _T.INT, 500,
                   "Requests queued per connection before reading pauses.", minimum=1),
         ConfigDef("queued.max.request.bytes", _T.LONG, 104_857_600,

@@ -159,8 +159,10 @@ def test_an_authorizer_is_one_of_kafkas_on_either_store() -> None:
     ({"replica.fetch.wait.max.ms": "2000", "replica.lag.time.max.ms": "1000"},
      r"replica\.fetch\.wait\.max\.ms should always be less"),
     ({"replica.socket.receive.buffer.bytes": "-2"}, r"replica\.socket\.receive\.buffer"),
-    ({"leader.replication.throttled.rate": "1000000"},
-     r"leader\.replication\.throttled\.rate is not supported yet"),
+    ({"leader.replication.throttled.rate": "-1"},
+     r"leader\.replication\.throttled\.rate: Value must be at least 0"),
+    ({"replica.alter.log.dirs.io.max.bytes.per.second": "1000000"},
+     r"replica\.alter\.log\.dirs\.io\.max\.bytes\.per\.second is not supported yet"),
 ])
 def test_replica_settings_kafka_refuses_stop_the_start(overrides: dict[str, str],
                                                          message: str) -> None:

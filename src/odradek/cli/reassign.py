@@ -1,8 +1,9 @@
 """`odradek reassign`: Kafka's kafka-reassign-partitions.sh, with its JSON files.
 
     --generate --topics-to-move-json-file F --broker-list 1,2,3   propose a placement
-    --execute  --reassignment-json-file F                          start the moves
+    --execute  --reassignment-json-file F [--throttle BYTES/S]     start the moves
     --verify   --reassignment-json-file F                          are they done?
+                                                  (when they are, the throttles go)
     --cancel   --reassignment-json-file F                          withdraw them
 
 topics-to-move: {"version":1,"topics":[{"topic":"foo"}]}
@@ -152,7 +153,64 @@ def ongoing_text(bootstrap: str) -> str:
     return "Current partition reassignments:\n" + "\n".join(lines)
 
 
-def execute(cluster: _Cluster, path: Path) -> None:
+_RATES = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+          "replica.alter.log.dirs.io.max.bytes.per.second")
+_REPLICA_LISTS = ("leader.replication.throttled.replicas",
+                  "follower.replication.throttled.replicas")
+
+
+def _set_configs(cluster: _Cluster, resources: list[Any]) -> None:
+    for resource in resources:  # librdkafka takes one broker resource per call
+        for future in cluster.client.incremental_alter_configs([resource]).values():
+            future.result(TIMEOUT_S)
+
+
+def _throttle(cluster: _Cluster, moves: dict[tuple[str, int], list[int]],
+              current: dict[tuple[str, int], list[int]], rate: int) -> None:
+    """Kafka's: the moving partitions' current replicas are leader-throttled, the
+    replicas they gain follower-throttled, and every broker involved gets the rate."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    leader: dict[str, list[str]] = {}
+    follower: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for (t, p), target in sorted(moves.items()):
+        now = current.get((t, p), [])
+        if now == target:
+            continue
+        brokers |= set(now) | set(target)
+        leader.setdefault(t, []).extend(f"{p}:{b}" for b in now)
+        follower.setdefault(t, []).extend(f"{p}:{b}" for b in target if b not in now)
+    set_op = AlterConfigOpType.SET
+    _set_configs(cluster, [ConfigResource(ResourceType.TOPIC, t, incremental_configs=[
+        ConfigEntry(_REPLICA_LISTS[0], ",".join(leader[t]), incremental_operation=set_op),
+        ConfigEntry(_REPLICA_LISTS[1], ",".join(follower.get(t, [])),
+                    incremental_operation=set_op)]) for t in sorted(leader)])
+    _set_configs(cluster, [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+        ConfigEntry(name, str(rate), incremental_operation=set_op) for name in _RATES[:2]])
+        for b in sorted(brokers) if b in cluster.addresses])
+    print("Warning: You must run --verify periodically, until the reassignment completes, "
+          "to ensure the throttle is removed.")
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def _clear_throttles(cluster: _Cluster, topics: set[str]) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+    delete = AlterConfigOpType.DELETE
+    brokers = sorted(cluster.addresses)
+    _set_configs(cluster, [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+        ConfigEntry(name, None, incremental_operation=delete) for name in _RATES[:2]])
+        for b in brokers])
+    print(f"Clearing broker-level throttles on brokers {','.join(map(str, brokers))}")
+    for t in sorted(topics):
+        _set_configs(cluster, [ConfigResource(ResourceType.TOPIC, t, incremental_configs=[
+            ConfigEntry(name, None, incremental_operation=delete)
+            for name in _REPLICA_LISTS])])
+        print(f"Clearing topic-level throttles on topic {t}")
+
+
+def execute(cluster: _Cluster, path: Path, throttle: int = -1) -> None:
     moves = _read_moves(path)
     current = {}
     for topic in {t for t, _ in moves}:
@@ -162,6 +220,8 @@ def execute(cluster: _Cluster, path: Path) -> None:
     print("Current partition replica assignment\n")
     print(_assignment_json(current))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        _throttle(cluster, moves, current, throttle)
     errors = _alter(cluster, dict(moves))
     if errors:
         fail("reassignment refused: " + "; ".join(errors))
@@ -187,6 +247,8 @@ def verify(cluster: _Cluster, path: Path) -> bool:
             print(f"There is no active reassignment of partition {t}-{p}, but replica set "
                   f"is {actual} rather than {target}.")
             done = False
+    if done:  # as Kafka's tool: the throttles go once every move is complete
+        _clear_throttles(cluster, {t for t, _ in moves})
     return done
 
 
@@ -208,11 +270,18 @@ def reassign(
     topics_to_move: Path | None = typer.Option(None, "--topics-to-move-json-file"),
     broker_list: str | None = typer.Option(None, "--broker-list"),
     reassignment: Path | None = typer.Option(None, "--reassignment-json-file"),
+    throttle: int = typer.Option(
+        -1, "--throttle", help="Bytes/s each broker may replicate the moving partitions "
+        "at (KIP-73); --verify removes it once the moves are done."),
 ) -> None:
     """Move partition replicas between brokers (kafka-reassign-partitions.sh)."""
     actions = [do_generate, do_execute, do_verify, do_cancel]
     if sum(actions) != 1:
         fail("give exactly one of --generate, --execute, --verify, --cancel")
+    if throttle != -1 and not do_execute:
+        fail("--throttle applies to --execute only")
+    if throttle < -1:
+        fail(f"--throttle must be at least 0, not {throttle}")
     with reported():
         cluster = _Cluster(bootstrap)
         if do_generate:
@@ -223,7 +292,7 @@ def reassign(
         if reassignment is None:
             fail("--reassignment-json-file is required")
         if do_execute:
-            execute(cluster, reassignment)
+            execute(cluster, reassignment, throttle)
         elif do_verify:
             verify(cluster, reassignment)
         else:

@@ -52,7 +52,8 @@ class SessionPartition:
 
 
 class ReplicaFetchSession:
-    __slots__ = ("dirty", "epoch", "id", "last_used", "partitions", "replica_id", "waiter")
+    __slots__ = ("dirty", "epoch", "held", "id", "last_used", "partitions", "replica_id",
+                 "waiter")
 
     def __init__(self, session_id: int, replica_id: int) -> None:
         self.id = session_id
@@ -60,6 +61,8 @@ class ReplicaFetchSession:
         self.epoch = 1  # the epoch the next incremental fetch must carry
         self.partitions: dict[SessionKey, SessionPartition] = {}
         self.dirty: set[SessionKey] = set()
+        # throttled partitions left out of the last answer (KIP-73), to look at again
+        self.held: set[SessionKey] = set()
         self.waiter: DelayedFetch | None = None
         self.last_used = time.monotonic()
 

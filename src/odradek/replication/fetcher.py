@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.messages import request_class
 from odradek.replication.channel import BrokerChannel, ChannelSecurity
+from odradek.replication.throttle import ReplicationQuota, is_throttled
 from odradek.storage.epochs import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ class FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    in_sync: bool = False  # caught up with the leader's high watermark at the last fetch
 
 
 def fetcher_index(topic: str, partition: int, num_fetchers: int) -> int:
@@ -78,6 +80,8 @@ class ReplicaFetcher:
         self._truncating: set[TopicPartition] = set()
         self._delayed: set[TopicPartition] = set()
         self._changed: set[TopicPartition] = set()
+        # throttled partitions left out of our fetches while over the follower quota
+        self._held: set[TopicPartition] = set()
         # the incremental fetch session with the leader: its id (0: none yet), the
         # epoch of our next fetch, and (offset, log start, epoch) of each partition
         # as the leader's session holds it
@@ -91,6 +95,7 @@ class ReplicaFetcher:
         self.partitions[tp] = FetchState(leader_epoch)
         self._truncating.add(tp)
         self._delayed.discard(tp)
+        self._held.discard(tp)
         self._changed.add(tp)
         self._wake.set()
 
@@ -98,6 +103,7 @@ class ReplicaFetcher:
         if self.partitions.pop(tp, None) is not None:
             self._truncating.discard(tp)
             self._delayed.discard(tp)
+            self._held.discard(tp)
             self._changed.add(tp)  # forgotten in the session by the next fetch
 
     async def stop(self) -> None:
@@ -127,6 +133,9 @@ class ReplicaFetcher:
                     continue
                 now = loop.time()
                 soonest = self._expire_delays(now)
+                if self._throttle_round():
+                    soonest = min(soonest or now + _THROTTLE_RECHECK_S,
+                                  now + _THROTTLE_RECHECK_S)
                 truncating = {tp: self.partitions[tp] for tp in self._truncating
                               if self.partitions[tp].delayed_until <= now}
                 if truncating:
@@ -268,6 +277,26 @@ class ReplicaFetcher:
                      leo, offset, self.source, p.leader_epoch)
             p.log.truncate_to(offset)
 
+    # ---- the follower quota (KIP-73) -----------------------------------------------
+
+    def _throttled(self, tp: TopicPartition, p: Partition, state: FetchState) -> bool:
+        return not state.in_sync and is_throttled(
+            p.log.config.follower_replication_throttled_replicas, tp[1], self.manager.node_id)
+
+    def _throttle_round(self) -> bool:
+        """Before a fetch: over quota, throttled partitions the leader's session holds
+        are to be forgotten; under it, those held back are fetched again. True while
+        some are held back (to look again soon)."""
+        quota = self.manager.quota
+        if quota.exceeded():
+            for tp in self._session_sent:
+                if tp not in self._held:
+                    self._changed.add(tp)  # _fetchable decides
+        elif self._held:
+            self._changed |= self._held
+            self._held.clear()
+        return bool(self._held)
+
     # ---- fetching -----------------------------------------------------------------
 
     def _fetchable(self, tp: TopicPartition, now: float) -> tuple[int, int, int] | None:
@@ -278,6 +307,10 @@ class ReplicaFetcher:
             return None
         p = self._current(tp, state)
         if p is None:
+            return None
+        if tp in self._held or (self._throttled(tp, p, state)
+                                and self.manager.quota.exceeded()):
+            self._held.add(tp)
             return None
         return p.log.log_end_offset, p.log.log_start_offset, state.leader_epoch
 
@@ -304,8 +337,10 @@ class ReplicaFetcher:
                     partition=tp[1], current_leader_epoch=epoch, fetch_offset=offset,
                     log_start_offset=start, partition_max_bytes=settings.fetch_max_bytes))
         if full and not by_topic:
-            # nothing to fetch until the metadata moves (a new leader or epoch)
-            await self._sleep(settings.fetch_backoff_ms / 1000)
+            # nothing to fetch until the metadata moves (a new leader or epoch), or
+            # until the follower quota lets throttled partitions through again
+            await self._sleep(_THROTTLE_RECHECK_S if self._held
+                              else settings.fetch_backoff_ms / 1000)
             return
         wait_ms = settings.fetch_wait_max_ms
         epoch = 0 if full else self._session_epoch
@@ -346,6 +381,7 @@ class ReplicaFetcher:
             self._session_sent = sent
             self._session_id = response.session_id
             self._session_epoch = 1 if epoch >= 2**31 - 1 else epoch + 1
+        throttled_bytes = 0
         for topic in response.responses:
             for r in topic.partitions:
                 tp = (topic.topic, r.partition_index)
@@ -353,6 +389,11 @@ class ReplicaFetcher:
                 state = self.partitions.get(tp)
                 if position is None or state is None:
                     continue
+                p = self._current(tp, state)
+                if r.records and p is not None and is_throttled(
+                        p.log.config.follower_replication_throttled_replicas, tp[1],
+                        self.manager.node_id):
+                    throttled_bytes += len(r.records)
                 if self._process(tp, state, position[0], r):
                     self._changed.add(tp)
                 else:
@@ -360,6 +401,8 @@ class ReplicaFetcher:
                     # reads it again even if it has nothing newer
                     self._session_sent.pop(tp, None)
                     self._changed.add(tp)
+        if throttled_bytes:
+            self.manager.quota.record(throttled_bytes)
 
     def _reset_session(self) -> None:
         self._session_id = 0
@@ -381,6 +424,7 @@ class ReplicaFetcher:
                 if r.log_start_offset > lg.log_start_offset:
                     lg.increment_log_start_offset(min(r.log_start_offset, lg.log_end_offset))
                 hw = min(r.high_watermark, lg.log_end_offset)
+                state.in_sync = lg.log_end_offset >= r.high_watermark
                 if hw > lg.high_watermark:
                     lg.high_watermark = hw
                     for waiter in list(p.waiters):  # consumers reading here (KIP-392)
@@ -425,6 +469,9 @@ def truncation_target(p: Partition, leader_epoch: int, leader_end: int) -> tuple
     return min(leader_end, ours_end), True
 
 
+_THROTTLE_RECHECK_S = 0.1  # how soon partitions held back by the quota are looked at
+
+
 def _ms(value: int) -> Any:
     import datetime
 
@@ -442,6 +489,7 @@ class FetcherManager:
         self.partitions = partitions
         self.endpoint = endpoint
         self.channel_security = ChannelSecurity()  # the inter-broker listener's
+        self.quota = ReplicationQuota()  # the follower quota (set by the replica manager)
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._assigned: dict[TopicPartition, tuple[int, int]] = {}
 

@@ -32,6 +32,7 @@ from odradek.replication.fetch_session import FetchSessionCache, ReplicaFetchSes
 from odradek.replication.fetcher import FetcherManager
 from odradek.replication.partition import FollowerState, Partition, now_ms
 from odradek.replication.settings import ReplicaSettings
+from odradek.replication.throttle import ReplicationQuota, is_throttled
 from odradek.storage.file_records import FileRecords
 
 if TYPE_CHECKING:
@@ -101,10 +102,21 @@ class ReplicaManager:
         # fetched in one (it fetches every partition of its session each time)
         self.fetch_sessions = FetchSessionCache()
         self.session_fetch_ms: dict[int, int] = {}
+        # replication quotas for reassignment (KIP-73): unlimited until configured
+        self.leader_quota = ReplicationQuota()
+        self.follower_quota = ReplicationQuota()
 
     def configure(self, get: Callable[[str], Any]) -> None:
         """Read the replica.* properties (e.g. `configure(broker.config.__getitem__)`)."""
         self.settings = ReplicaSettings.from_config(get)
+        window = (self.settings.quota_window_num, float(self.settings.quota_window_size_s))
+        # the rates are dynamic broker configs: read at each check
+        self.leader_quota = ReplicationQuota(
+            lambda: int(get("leader.replication.throttled.rate")), *window)
+        self.follower_quota = ReplicationQuota(
+            lambda: int(get("follower.replication.throttled.rate")), *window)
+        if self._fetchers is not None:
+            self._fetchers.quota = self.follower_quota
 
     # ---- roles ------------------------------------------------------------------
 
@@ -190,8 +202,8 @@ class ReplicaManager:
                 # the broker opened the log as its only replica (HW = LEO); with
                 # followers only what the checkpoint says was committed is
                 p.log.high_watermark = min(p.log.high_watermark, recovered)
-            if replicated:
-                self._start_background()
+        if replicated:  # also once a reassignment gives a single replica followers
+            self._start_background()
         if info.leader == self.node_id:
             if not p.is_leader or p.leader_epoch != info.leader_epoch or p.leader != p.node_id:
                 if self._fetchers is not None:
@@ -201,7 +213,10 @@ class ReplicaManager:
                 if replicated:
                     log.info("leading %s-%d at epoch %d (was %d), ISR %s", p.topic, p.index,
                              info.leader_epoch, was, list(info.isr))
-            elif info.partition_epoch != p.partition_epoch or info.isr != p.isr:
+            elif (info.partition_epoch != p.partition_epoch or info.isr != p.isr
+                  or info.replicas != p.replicas):
+                # a reassignment changes the replicas alone: the followers it adds
+                # must be let fetch
                 p.update_state(info)
             # also when the ISR just shrank to this broker alone: what the others had
             # not confirmed is committed now, and acks=all waiters get their answer
@@ -232,6 +247,7 @@ class ReplicaManager:
             self._fetchers = FetcherManager(self.node_id, lambda: self.settings,
                                             self.partitions, self._endpoint)
             self._fetchers.channel_security = self.channel_security
+            self._fetchers.quota = self.follower_quota
         return self._fetchers
 
     def _eligible_for_isr(self, broker: int) -> bool:
@@ -468,11 +484,18 @@ class ReplicaManager:
             if follower and not partition.is_assigned(replica_id):
                 results.append(_unassigned(partition))
                 continue
+            throttled = False
             if follower:
                 if (partition.on_follower_fetch(replica_id, offset, now)
                         and self._eligible_for_isr(replica_id)):
                     self._change_isr(partition, (*partition.isr, replica_id))
                 limit = None
+                throttled = self._leader_throttled(partition)
+                if throttled and self._hold_back(partition, replica_id):
+                    results.append(PartitionRead(
+                        partition, None, b"", partition.high_watermark,
+                        partition.last_stable_offset, partition.log.log_start_offset))
+                    continue
             else:
                 limit = (partition.last_stable_offset if read_committed
                          else partition.high_watermark)
@@ -494,6 +517,8 @@ class ReplicaManager:
                 )
                 continue
             total += len(result.records)
+            if throttled:
+                self.leader_quota.record(len(result.records))
             aborted = None
             if read_committed:
                 aborted = partition.log.collect_aborted_transactions(offset, result.records)
@@ -518,7 +543,12 @@ class ReplicaManager:
         replica_id = session.replica_id
         now = self.session_fetch_ms[replica_id] = now_ms()
         total = 0
-        for key in list(keys):
+        keys = list(keys)
+        if session.held:  # throttled last time: looked at again
+            named = set(keys)
+            keys += [k for k in session.held if k not in named]
+            session.held.clear()
+        for key in keys:
             sp = session.partitions.get(key)
             if sp is None:
                 session.dirty.discard(key)
@@ -543,11 +573,21 @@ class ReplicaManager:
             if not p.is_assigned(replica_id):
                 out[key] = _unassigned(p)
                 session.dirty.discard(key)
+                # looked at again next time: a reassignment's new follower may fetch
+                # before this leader learns it is one, and would otherwise wait forever
+                session.held.add(key)
                 continue
             if p.on_follower_fetch(replica_id, sp.fetch_offset, now) and self._eligible_for_isr(
                     replica_id):
                 self._change_isr(p, (*p.isr, replica_id))
             lg = p.log
+            throttled = self._leader_throttled(p)
+            if throttled and self._hold_back(p, replica_id):
+                # left out of this answer, not delayed with it (KIP-73); it does not
+                # make the answer go out early either
+                session.dirty.discard(key)
+                session.held.add(key)
+                continue
             budget = min(sp.max_bytes, max(max_bytes - total, 0))
             try:
                 records = lg.read(sp.fetch_offset, budget, max_offset=None,
@@ -559,6 +599,8 @@ class ReplicaManager:
                 session.dirty.discard(key)
                 continue
             total += len(records)
+            if throttled:
+                self.leader_quota.record(len(records))
             hw, lso, start = p.high_watermark, p.last_stable_offset, lg.log_start_offset
             if records or hw != sp.sent_hw or lso != sp.sent_lso or start != sp.sent_log_start:
                 out[key] = PartitionRead(p, None, records, hw, lso, start)
@@ -568,3 +610,11 @@ class ReplicaManager:
             if records or sp.fetch_offset >= lg.log_end_offset:
                 session.dirty.discard(key)
         return total
+
+    def _leader_throttled(self, p: Partition) -> bool:
+        return is_throttled(p.log.config.leader_replication_throttled_replicas, p.index,
+                            self.node_id)
+
+    def _hold_back(self, p: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: a throttled replica out of the ISR, over quota."""
+        return replica_id not in p.isr and self.leader_quota.exceeded()

@@ -30,6 +30,8 @@ class ReplicaSettings:
     hw_checkpoint_interval_ms: int = 5000
     socket_receive_buffer_bytes: int = 65_536
     rack_aware_selector: bool = False  # replica.selector.class (KIP-392)
+    quota_window_num: int = 11  # replication.quota.window.num (KIP-73)
+    quota_window_size_s: int = 1
 
     def __post_init__(self) -> None:
         # Kafka's own start-up checks (KafkaConfig)
@@ -57,6 +59,8 @@ class ReplicaSettings:
             hw_checkpoint_interval_ms=int(get("replica.high.watermark.checkpoint.interval.ms")),
             socket_receive_buffer_bytes=int(get("replica.socket.receive.buffer.bytes")),
             rack_aware_selector=_selector(get("replica.selector.class")),
+            quota_window_num=int(get("replication.quota.window.num")),
+            quota_window_size_s=int(get("replication.quota.window.size.seconds")),
         )
 
 

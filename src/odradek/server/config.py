@@ -58,12 +58,8 @@ _SECURITY_NAMES = frozenset({
     "connections.max.reauth.ms",
     "producer.byte.rate", "consumer.byte.rate", "request.percentage",
 })
-# Kafka's replication throttles (reassignments): not honoured yet, so refused
-_REPLICATION_THROTTLES = frozenset({
-    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
-    "leader.replication.throttled.replicas", "follower.replication.throttled.replicas",
-    "replica.alter.log.dirs.io.max.bytes.per.second",
-})
+# not honoured yet (moving replicas between log dirs is not throttled), so refused
+_REPLICATION_THROTTLES = frozenset({"replica.alter.log.dirs.io.max.bytes.per.second"})
 # wired into the listeners and the request pipeline so far
 # per listener too (listener.name.<l>.max.connections): connection_limits.py
 _CONNECTION_LIMITS = frozenset({"max.connections", "max.connection.creation.rate"})
@@ -163,8 +159,8 @@ class BrokerConfig:
                         f"{name} is not supported by this broker, which will not run "
                         "without a protection you asked for")
                 if name in _REPLICATION_THROTTLES:
-                    raise ConfigError(f"{name} is not supported yet: replication is not "
-                                      "throttled, and a reassignment would run unbounded")
+                    raise ConfigError(f"{name} is not supported yet: moving a replica "
+                                      "between log dirs is not throttled")
                 log.warning("ignoring unknown broker property %s", name)
                 continue
             parsed[name] = BROKER_CONFIGS[name].parse(value)

@@ -8,6 +8,7 @@ properties that supply its default, most specific first (Kafka's precedence:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -18,6 +19,19 @@ HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
 
 _T = ConfigType
+_REPLICA = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def throttled_replicas_problem(value: Any) -> str | None:
+    """Kafka's ThrottledReplicaListValidator: `*`, or `partition:broker` entries."""
+    items = [str(v).strip() for v in (value or [])]
+    if items and items[0] == "*":
+        return None
+    if all(_REPLICA.fullmatch(i) for i in items):
+        return None
+    return ("Must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
 
 TOPIC_CONFIGS = ConfigTable(
     [
@@ -30,12 +44,18 @@ TOPIC_CONFIGS = ConfigTable(
                   "How long tombstones stay readable in a compacted topic.", minimum=0),
         ConfigDef("file.delete.delay.ms", _T.LONG, 60_000,
                   "Delay before a deleted segment's files are removed.", minimum=0),
+        ConfigDef("follower.replication.throttled.replicas", _T.LIST, [],
+                  "Replicas throttled on the follower side, partition:broker,… or *.",
+                  validator=throttled_replicas_problem),
         ConfigDef("flush.messages", _T.LONG, LONG_MAX,
                   "Force an fsync after this many messages.", minimum=1),
         ConfigDef("flush.ms", _T.LONG, LONG_MAX,
                   "Force an fsync when the oldest unflushed message is this old.", minimum=0),
         ConfigDef("index.interval.bytes", _T.INT, 4096,
                   "Bytes of log between two offset index entries.", minimum=0),
+        ConfigDef("leader.replication.throttled.replicas", _T.LIST, [],
+                  "Replicas throttled on the leader side, partition:broker,… or *.",
+                  validator=throttled_replicas_problem),
         ConfigDef("max.compaction.lag.ms", _T.LONG, LONG_MAX,
                   "Longest a message stays ineligible for compaction.", minimum=1),
         ConfigDef("max.message.bytes", _T.INT, 1048588,
@@ -121,8 +141,10 @@ class LogConfig:
     delete_retention_ms: int = DAY_MS
     file_delete_delay_ms: int = 60_000
     flush_messages: int = LONG_MAX
+    follower_replication_throttled_replicas: tuple[str, ...] = ()
     flush_ms: int = LONG_MAX
     index_interval_bytes: int = 4096
+    leader_replication_throttled_replicas: tuple[str, ...] = ()
     max_compaction_lag_ms: int = LONG_MAX
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"

@@ -100,7 +100,9 @@ def _reassign(argv: list[str]) -> None:
                        "reassigned in the form \"0,1,2\".", "brokerlist")
     for name in ("disable-rack-aware", "additional", "preserve-throttles"):
         p.flag(name)
-    for name in ("throttle", "replica-alter-log-dirs-throttle", "timeout"):
+    throttle = p.option("throttle", "The movement of partitions between brokers will be "
+                        "throttled to this value (bytes/sec).", "throttle", "Long")
+    for name in ("replica-alter-log-dirs-throttle", "timeout"):
         p.option(name, arg=name, type="Long")
     opts = try_parse(p, argv)
     help_or_version(p, opts, "This tool helps to move topic partitions between replicas.")
@@ -108,7 +110,7 @@ def _reassign(argv: list[str]) -> None:
                        "--generate, --execute, --verify, --cancel, --list")
     check_required(p, opts, p.specs["bootstrap-server"])
     _refuse(p, opts, "disable-rack-aware", "additional", "preserve-throttles",
-            "throttle", "replica-alter-log-dirs-throttle")
+            "replica-alter-log-dirs-throttle")
     if opts.has(actions[4]):
         print(reassign.ongoing_text(_connect(p, opts, "command-config")))
         return
@@ -118,12 +120,14 @@ def _reassign(argv: list[str]) -> None:
         check_required(p, opts, reassignment)
     file = opts.value(reassignment)
     moves = opts.value(topics)
+    rate = opts.int_value(throttle, -1)
     reassign.reassign(
         bootstrap=_connect(p, opts, "command-config"),
         do_generate=opts.has(actions[0]), do_execute=opts.has(actions[1]),
         do_verify=opts.has(actions[2]), do_cancel=opts.has(actions[3]),
         topics_to_move=Path(moves) if moves else None, broker_list=opts.value(brokers),
-        reassignment=Path(file) if file else None)
+        reassignment=Path(file) if file else None,
+        throttle=-1 if rate is None else rate)
 
 
 def _leader_election(argv: list[str]) -> None:
