@@ -8,13 +8,16 @@ import pytest
 pa = pytest.importorskip("pyarrow")
 
 from odradek.pipeline.jsontypes import (  # noqa: E402
+    DATE,
     DOUBLE,
     LONG,
     STRING,
     STRUCT,
     JType,
+    decimal,
     from_arrow,
     json_error,
+    map_of,
     parse_variant_schema,
     prune,
     scalar,
@@ -48,6 +51,49 @@ def test_arrow_round_trip_of_types() -> None:
     arrow = to_arrow(t)
     assert from_arrow(arrow) == t
     assert from_arrow(pa.int32()).kind == "int"
+    declared = struct(("m", map_of(struct(("q", scalar(LONG))))), ("d", scalar(DATE)),
+                      ("p", decimal(10, 2)), ("lm", JType("list", element=map_of(
+                          scalar(STRING)))))
+    assert from_arrow(to_arrow(declared)) == declared
+    assert declared.render() == ("struct<m: map<string, struct<q: long>>, d: date, "
+                                 "p: decimal(10,2), lm: list<map<string, string>>>")
+
+
+def test_inferred_json_never_makes_maps_dates_or_decimals() -> None:
+    t = parse_variant_schema("OBJECT<p: DECIMAL(10,2), d: DATE, m: OBJECT<k: BIGINT>>")
+    assert t == struct(("p", scalar(DOUBLE)), ("d", scalar(STRING)),
+                       ("m", struct(("k", scalar(LONG)))))
+
+
+def test_a_decimal_widens_its_precision_only_at_the_same_scale() -> None:
+    table = struct(("price", decimal(10, 2)))
+    wider = plan_merge(table, struct(("price", decimal(12, 2))))
+    assert wider.evolved and wider.table.field("price") == decimal(12, 2)
+    assert not wider.conflicts and wider.loads[0].mode == "cast"
+    assert "variant_get(v, '$[\"price\"]', 'decimal(12,2)')" in load_expressions(wider)[0]
+    narrower = plan_merge(table, struct(("price", decimal(8, 2))))
+    assert not narrower.evolved and narrower.table.field("price") == decimal(10, 2)
+    rescaled = plan_merge(table, struct(("price", decimal(12, 3))))
+    assert rescaled.table.field("price") == decimal(10, 2)  # never changed under old data
+    assert rescaled.table.field("price__string") == scalar(STRING)
+    [conflict] = rescaled.conflicts
+    assert (conflict.table_type, conflict.seen_type) == ("decimal(10,2)", "decimal(12,3)")
+    # a double column (decimals before the lake had them) still takes decimals
+    assert not plan_merge(struct(("price", scalar(DOUBLE))),
+                          struct(("price", decimal(10, 2)))).conflicts
+    with pytest.raises(ValueError, match="no Iceberg form"):
+        decimal(39, 2)
+
+
+def test_map_values_widen_and_a_conflicting_map_keeps_its_text() -> None:
+    table = struct(("counts", map_of(JType("int"))), ("day", scalar(DATE)))
+    plan = plan_merge(table, struct(("counts", map_of(scalar(LONG))), ("day", scalar(DATE))))
+    assert plan.evolved and plan.table.field("counts") == map_of(scalar(LONG))
+    assert "'map<string,bigint>'" in load_expressions(plan)[0]
+    assert "'date'" in load_expressions(plan)[1]
+    clash = plan_merge(table, struct(("counts", map_of(scalar(STRING)))))
+    modes = {load.name: load.mode for load in clash.loads}
+    assert modes["counts"] == "sibling" and clash.table.field("counts") == table.field("counts")
 
 
 TABLE = struct(("device_id", scalar(STRING)), ("temperature", scalar(LONG)),

@@ -3,24 +3,33 @@ JSON Schema and Protobuf, by the conventions its docstring lists. Pure: no Spark
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
+from decimal import Decimal
 
 import pytest
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
 from odradek.pipeline.jsontypes import (
     BOOLEAN,
+    DATE,
     DOUBLE,
     FLOAT,
     INT,
     LIST,
     LONG,
+    MAP,
     STRING,
     STRUCT,
     TIMESTAMP,
     JType,
+    decimal,
+    map_of,
+    spark_ddl,
+    to_arrow,
 )
+from odradek.pipeline.registry_values import FramedDecoder
 from odradek.pipeline.schema_mapping import (
     UnsupportedSchema,
     avro_names,
@@ -73,11 +82,11 @@ def test_avro_record_maps_nested_with_logical_types_enums_maps_and_unions() -> N
     address = s(("city", t(STRING)), ("zip", t(STRING)))
     assert avro_type(ORDER) == s(
         ("id", t(STRING)), ("placed", t(TIMESTAMP)), ("placed_us", t(TIMESTAMP)),
-        ("day", t(STRING)), ("total", t(DOUBLE)), ("qty", t(INT)), ("weight", t(FLOAT)),
+        ("day", t(DATE)), ("total", decimal(9, 2)), ("qty", t(INT)), ("weight", t(FLOAT)),
         ("paid", t(BOOLEAN)), ("note", t(STRING)), ("status", t(STRING)),
         ("address", address), ("billing", address),  # a named type used again by name
         ("lines", lst(s(("sku", t(STRING)), ("count", t(LONG))))),
-        ("attrs", t(STRING)),
+        ("attrs", map_of(t(STRING))),
         ("code", s(("string", t(STRING)), ("long", t(LONG)), ("Address", address))),
         ("hash", t(STRING)))
 
@@ -138,7 +147,7 @@ def test_json_schema_maps_objects_refs_formats_and_nullable_types() -> None:
     assert json_schema_type(schema) == s(
         ("id", t(LONG)), ("value", t(DOUBLE)), ("at", t(TIMESTAMP)), ("ok", t(BOOLEAN)),
         ("kind", t(STRING)), ("place", s(("site", t(STRING)), ("floor", t(LONG)))),
-        ("tags", lst(t(STRING))), ("extra", t(STRING)), ("maybe", t(LONG)),
+        ("tags", lst(t(STRING))), ("extra", map_of(t(STRING))), ("maybe", t(LONG)),
         ("either", t(STRING)))
     assert json_schema_type({"$defs": {"n": {"type": "object", "properties": {
         "a": {"type": "integer"}}}}, "$ref": "#/$defs/n"}) == s(("a", t(LONG)))
@@ -186,7 +195,7 @@ def test_protobuf_message_maps_from_its_descriptor() -> None:
         ("device", t(STRING)), ("count", t(LONG)), ("small", t(INT)), ("ratio", t(FLOAT)),
         ("value", t(DOUBLE)), ("on", t(BOOLEAN)), ("raw", t(STRING)), ("place", place_t),
         ("places", lst(place_t)), ("tags", lst(t(STRING))), ("at", t(TIMESTAMP)),
-        ("attrs", t(STRING)))
+        ("attrs", map_of(t(STRING))))
 
 
 def test_versions_in_one_batch_merge_into_one_type() -> None:
@@ -202,3 +211,87 @@ def test_versions_in_one_batch_merge_into_one_type() -> None:
     assert merge_declared(types) == s(
         ("a", t(LONG)), ("p", s(("x", t(LONG)), ("y", t(STRING)))), ("b", t(DOUBLE)))
     assert merge_declared([]) is None
+
+
+METER = {"type": "record", "name": "Meter", "fields": [
+    {"name": "counts", "type": {"type": "map", "values": "long"}},
+    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10,
+                               "scale": 2}},
+    {"name": "fee", "type": {"type": "fixed", "name": "Fee", "size": 6,
+                             "logicalType": "decimal", "precision": 12, "scale": 3}}]}
+
+
+def test_avro_maps_dates_and_decimals_get_their_own_columns_and_values() -> None:
+    assert avro_type(METER) == s(("counts", map_of(t(LONG))), ("day", t(DATE)),
+                                 ("price", decimal(10, 2)), ("fee", decimal(12, 3)))
+    parsed = parse_schema(METER)
+    buf = io.BytesIO()
+    record = {"counts": {"a": 1, "b": -2**40}, "day": dt.date(2026, 11, 27),
+              "price": Decimal("-12345678.91"), "fee": Decimal("123456789.125")}
+    schemaless_writer(buf, parsed, record)
+    # the unscaled value on the wire: -1234567891 as two's-complement big-endian bytes
+    assert (-1234567891).to_bytes(4, "big", signed=True) in buf.getvalue()
+    buf.seek(0)
+    read = schemaless_reader(buf, parsed, None)
+    assert read == record
+    assert type(read["day"]) is dt.date and isinstance(read["price"], Decimal)
+    # the registry path's JSON keeps every digit (a double would round 123456789.125…)
+    decoder = FramedDecoder("http://127.0.0.1:1")
+    decoder._readers[7] = decoder._avro(7, {"schema": json.dumps(METER)})
+    framed = b"\0" + (7).to_bytes(4, "big") + buf.getvalue()
+    text, error = decoder.decode(framed)
+    assert error is None and text is not None
+    assert json.loads(text) == {"counts": {"a": 1, "b": -2**40}, "day": "2026-11-27",
+                                "price": "-12345678.91", "fee": "123456789.125"}
+    assert decoder.declared_type([7]) == avro_type(METER)
+    # …and the columns the lake makes of them
+    assert spark_ddl(avro_type(METER)) == (
+        "struct<`counts`:map<string,bigint>,`day`:date,`price`:decimal(10,2),"
+        "`fee`:decimal(12,3)>")
+    arrow = to_arrow(avro_type(METER))
+    assert str(arrow.field("counts").type) == "map<string, int64>"
+    assert str(arrow.field("day").type) == "date32[day]"
+    assert str(arrow.field("price").type) == "decimal128(10, 2)"
+
+
+def test_a_decimal_wider_than_iceberg_or_without_precision() -> None:
+    wide = {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 2}
+    assert avro_type(wide) == t(DOUBLE)
+    with pytest.raises(UnsupportedSchema, match="decimal"):
+        avro_type({"type": "bytes", "logicalType": "decimal"})
+
+
+def test_json_schema_dates_and_maps() -> None:
+    assert json_schema_type({"type": "object", "properties": {
+        "day": {"type": "string", "format": "date"},
+        "counts": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "free": {"type": "object"},
+        "none": {"type": "object", "additionalProperties": False}}}) == s(
+        ("day", t(DATE)), ("counts", map_of(t(LONG))), ("free", map_of(t(STRING))),
+        ("none", t(STRING)))
+
+
+def test_protobuf_map_values_keep_their_type() -> None:
+    from google.protobuf import descriptor_pb2, descriptor_pool
+
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(name="c.proto", package="c", syntax="proto3")
+    msg = fdp.message_type.add(name="Counts")
+    msg.field.add(name="by_site", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
+                  type_name=".c.Counts.BySiteEntry")
+    entry = msg.nested_type.add(name="BySiteEntry")
+    entry.options.map_entry = True
+    entry.field.add(name="key", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=F.TYPE_INT64, label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    assert protobuf_type(pool.FindMessageTypeByName("c.Counts")) == s(
+        ("by_site", map_of(t(LONG))))
+
+
+def test_versions_widen_a_decimals_precision_and_a_maps_values() -> None:
+    v1 = s(("p", decimal(10, 2)), ("m", map_of(t(INT))))
+    v2 = s(("p", decimal(12, 2)), ("m", map_of(t(LONG))))
+    assert merge_declared([v1, v2]) == s(("p", decimal(12, 2)), ("m", map_of(t(LONG))))
+    assert JType(MAP, element=t(LONG)) == map_of(t(LONG))

@@ -4,6 +4,10 @@ Spark's `schema_of_variant_agg` describes a batch of JSON objects as a type stri
 `OBJECT<a: BIGINT, b: DECIMAL(3,1), `odd name`: ARRAY<STRING>>`. This module parses that
 string into `JType` values, the small type language the lake's schema logic works in, and
 renders them as Spark DDL, Arrow and Iceberg-compatible types. Pure; no Spark needed.
+
+Map, date and decimal columns come only from registered schemas (schema_mapping) or a
+table's own columns: inference of plain JSON never makes them (a JSON object is a struct,
+a date text, a decimal number a double), so the JSON path is as it was.
 """
 
 from __future__ import annotations
@@ -23,8 +27,12 @@ TIMESTAMP = "timestamp"  # only from a table (the lake's own columns), never inf
 INT = "int"  # only from a table written by someone else
 FLOAT = "float"
 MIXED = "mixed"  # values of several incompatible types: Spark says VARIANT
+# Only from a registered schema or a table, never inferred:
+MAP = "map"  # string keys; `element` is the values' type
+DATE = "date"
+DECIMAL = "decimal"  # `precision` and `scale` as Iceberg's decimal(P, S)
 
-SCALARS = (LONG, DOUBLE, BOOLEAN, STRING, TIMESTAMP, INT, FLOAT)
+SCALARS = (LONG, DOUBLE, BOOLEAN, STRING, TIMESTAMP, INT, FLOAT, DATE, DECIMAL)
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,8 @@ class JType:
     element: JType | None = None
     # For MIXED: the kinds seen (for the conflict record), e.g. ("long", "string").
     seen: tuple[str, ...] = field(default=())
+    precision: int = 0  # DECIMAL only
+    scale: int = 0  # DECIMAL only
 
     def field(self, name: str) -> JType | None:
         for n, t in self.fields:
@@ -51,6 +61,11 @@ class JType:
         if self.kind == LIST:
             assert self.element is not None
             return f"list<{self.element.render()}>"
+        if self.kind == MAP:
+            assert self.element is not None
+            return f"map<string, {self.element.render()}>"
+        if self.kind == DECIMAL:
+            return f"decimal({self.precision},{self.scale})"
         if self.kind == MIXED:
             return "mixed(" + ", ".join(self.seen) + ")" if self.seen else "mixed"
         return self.kind
@@ -62,6 +77,17 @@ def struct(*fields: tuple[str, JType]) -> JType:
 
 def scalar(kind: str) -> JType:
     return JType(kind)
+
+
+def map_of(values: JType) -> JType:
+    return JType(MAP, element=values)
+
+
+def decimal(precision: int, scale: int) -> JType:
+    """Iceberg's decimal(P, S): P at most 38, 0 <= S <= P."""
+    if not 0 < precision <= 38 or not 0 <= scale <= precision:
+        raise ValueError(f"decimal({precision},{scale}) has no Iceberg form")
+    return JType(DECIMAL, precision=precision, scale=scale)
 
 
 class TypeStringError(ValueError):
@@ -185,6 +211,9 @@ def prune(t: JType | None) -> JType | None:
     if t.kind == LIST:
         element = prune(t.element)
         return None if element is None else JType(LIST, element=element)
+    if t.kind == MAP:
+        values = prune(t.element)
+        return None if values is None else JType(MAP, element=values)
     return t
 
 
@@ -196,7 +225,12 @@ def spark_ddl(t: JType) -> str:
     if t.kind == LIST:
         assert t.element is not None
         return f"array<{spark_ddl(t.element)}>"
-    return {LONG: "bigint", DOUBLE: "double", BOOLEAN: "boolean", STRING: "string",
+    if t.kind == MAP:
+        assert t.element is not None
+        return f"map<string,{spark_ddl(t.element)}>"
+    if t.kind == DECIMAL:
+        return f"decimal({t.precision},{t.scale})"
+    return {DATE: "date", LONG: "bigint", DOUBLE: "double", BOOLEAN: "boolean", STRING: "string",
             MIXED: "string", TIMESTAMP: "timestamp", INT: "int", FLOAT: "float"}[t.kind]
 
 
@@ -206,9 +240,14 @@ def to_arrow(t: JType) -> pa.DataType:
     if t.kind == LIST:
         assert t.element is not None
         return pa.list_(pa.field("element", to_arrow(t.element), nullable=True))
+    if t.kind == MAP:
+        assert t.element is not None
+        return pa.map_(pa.string(), pa.field("value", to_arrow(t.element), nullable=True))
+    if t.kind == DECIMAL:
+        return pa.decimal128(t.precision, t.scale)
     return {LONG: pa.int64(), DOUBLE: pa.float64(), BOOLEAN: pa.bool_(), STRING: pa.string(),
-            MIXED: pa.string(), TIMESTAMP: pa.timestamp("us", tz="UTC"), INT: pa.int32(),
-            FLOAT: pa.float32()}[t.kind]
+            DATE: pa.date32(), MIXED: pa.string(), TIMESTAMP: pa.timestamp("us", tz="UTC"),
+            INT: pa.int32(), FLOAT: pa.float32()}[t.kind]
 
 
 def from_arrow(dtype: pa.DataType) -> JType:
@@ -216,6 +255,8 @@ def from_arrow(dtype: pa.DataType) -> JType:
     if pa.types.is_struct(dtype):
         return JType(STRUCT, tuple((dtype.field(i).name, from_arrow(dtype.field(i).type))
                                    for i in range(dtype.num_fields)))
+    if pa.types.is_map(dtype):
+        return JType(MAP, element=from_arrow(dtype.item_type))
     if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
         return JType(LIST, element=from_arrow(dtype.value_type))
     if pa.types.is_int64(dtype):
@@ -230,6 +271,10 @@ def from_arrow(dtype: pa.DataType) -> JType:
         return JType(BOOLEAN)
     if pa.types.is_timestamp(dtype):
         return JType(TIMESTAMP)
+    if pa.types.is_date(dtype):
+        return JType(DATE)
+    if pa.types.is_decimal(dtype):
+        return JType(DECIMAL, precision=dtype.precision, scale=dtype.scale)
     return JType(STRING)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import decimal
 import io
 import json
 from typing import Any
@@ -35,6 +36,14 @@ from odradek.pipeline.schema_mapping import (
 )
 
 Decoded = tuple[str | None, str | None]
+
+
+def _exact(value: Any) -> Any:
+    """A decimal as its exact digits (text the load casts into the decimal column: a
+    double would round it); anything else as the plain Avro path renders it."""
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    return _jsonable(value)
 
 
 class SchemaLookupError(Exception):
@@ -145,7 +154,7 @@ class FramedDecoder:
                 raise ValueError(f"{len(body) - stream.tell()} bytes left over")
             if tagged:
                 record = tag_unions(record, raw, names)
-            return json.dumps(record, default=_jsonable, separators=(",", ":"))
+            return json.dumps(record, default=_exact, separators=(",", ":"))
         return read
 
     def _map(self, schema_id: int, mapping: Any) -> None:

@@ -13,15 +13,19 @@ Iceberg types. The conventions:
   (Confluent's Connect naming: `string`, `long`, a record's own name); the branch a
   value took is set, the others are null;
 - enum: string (the symbol); array / repeated: list;
-- map, an object with only `additionalProperties`, a proto map: string (JSON text);
+- map, an object with only `additionalProperties`, a proto `map<k, v>`: map (string keys;
+  a proto map's integer or boolean keys are strings in its JSON form too);
 - int, long / integer / int32, int64…: int, long; float, double / number: float, double;
-  decimal: double (as the decoder renders it);
+- decimal (on bytes or fixed): decimal(precision, scale), as Iceberg's (precision at most
+  38; a larger one has no decimal column and lands as double);
 - timestamp-millis/micros, local-timestamp-* / `format: date-time` /
   google.protobuf.Timestamp: timestamp;
-- date, time-*, uuid, bytes and fixed (base64): string.
+- date / `format: date`: date;
+- time-*, uuid, bytes and fixed (base64): string.
 
-The lake has no date, decimal or map column kind yet (jsontypes.JType): dates and maps
-land as text and decimals as doubles, as the JSON path lands them. A schema with no
+Decoded values reach the lake as JSON text: a map is an object, a date its ISO text and
+a decimal its exact digits as text (registry_values), which the load casts into the
+declared column. A schema with no
 column form (a recursive type) leaves the batch to inference. Pure: no Spark, no I/O.
 """
 
@@ -32,15 +36,19 @@ from typing import Any
 
 from odradek.pipeline.jsontypes import (
     BOOLEAN,
+    DATE,
+    DECIMAL,
     DOUBLE,
     FLOAT,
     INT,
     LIST,
     LONG,
+    MAP,
     STRING,
     STRUCT,
     TIMESTAMP,
     JType,
+    decimal,
 )
 
 _AVRO_PRIMITIVES = {"null": STRING, "boolean": BOOLEAN, "int": INT, "long": LONG,
@@ -72,6 +80,18 @@ def union_branch_name(branch: Any) -> str:
     raise UnsupportedSchema(f"not an Avro type: {branch!r}")
 
 
+def _avro_decimal(schema: dict[str, Any]) -> JType:
+    precision, scale = schema.get("precision"), schema.get("scale", 0)
+    if not isinstance(precision, int) or not isinstance(scale, int):
+        raise UnsupportedSchema(f"decimal without an integer precision and scale: {schema}")
+    if precision > 38:
+        return JType(DOUBLE)  # Iceberg's decimals stop at 38 digits
+    try:
+        return decimal(precision, scale)
+    except ValueError as e:
+        raise UnsupportedSchema(str(e)) from e
+
+
 class _Avro:
     def __init__(self, named: dict[str, Any]) -> None:
         self.named = named
@@ -99,14 +119,15 @@ class _Avro:
                 and kind in ("int", "long", "bytes", "fixed", "string"):
             if kind == "fixed":
                 self.register(schema, namespace)
-            return JType(DOUBLE if logical == "decimal" else STRING)
+            if logical == "decimal":
+                return _avro_decimal(schema)
+            return JType(DATE if logical == "date" and kind == "int" else STRING)
         if kind in ("record", "error", "enum", "fixed"):
             return self.named_type(schema, self.register(schema, namespace))
         if kind == "array":
             return JType(LIST, element=self.type(schema.get("items"), namespace))
         if kind == "map":
-            self.type(schema.get("values"), namespace)  # checked, and its names learnt
-            return JType(STRING)
+            return JType(MAP, element=self.type(schema.get("values"), namespace))
         return self.type(kind, namespace)
 
     def register(self, schema: dict[str, Any], namespace: str) -> str:
@@ -280,7 +301,10 @@ class _Json:
         if kind == "object":
             props = schema.get("properties") or {}
             if not props:
-                return JType(STRING)  # a map (additionalProperties): JSON text
+                extra = schema.get("additionalProperties", True)
+                if extra is False:
+                    return JType(STRING)  # an object that holds nothing
+                return JType(MAP, element=self.type(extra, seen))
             return JType(STRUCT, tuple((str(n), self.type(s, seen)) for n, s in props.items()))
         if kind == "array":
             return JType(LIST, element=self.type(schema.get("items", True), seen))
@@ -292,6 +316,8 @@ class _Json:
             return JType(BOOLEAN)
         if kind == "string" and schema.get("format") == "date-time":
             return JType(TIMESTAMP)
+        if kind == "string" and schema.get("format") == "date":
+            return JType(DATE)
         return JType(STRING)
 
 
@@ -316,20 +342,25 @@ def _proto(message: Any, open_: tuple[str, ...]) -> JType:
         raise UnsupportedSchema(f"recursive message {message.full_name} has no column form")
     fields = []
     for f in message.fields:
-        if f.type in (_TYPE_MESSAGE, _TYPE_GROUP):
-            if f.message_type.GetOptions().map_entry:
-                fields.append((f.name, JType(STRING)))
-                continue
-            t = _proto(f.message_type, (*open_, message.full_name))
-        elif f.type == _TYPE_ENUM:
-            t = JType(STRING)
-        else:
-            t = JType(_PROTO_SCALARS.get(f.type, STRING))
+        if f.type in (_TYPE_MESSAGE, _TYPE_GROUP) and f.message_type.GetOptions().map_entry:
+            value = f.message_type.fields_by_name["value"]
+            fields.append((f.name, JType(MAP, element=_proto_field(value, message, open_))))
+            continue
+        t = _proto_field(f, message, open_)
         repeated = getattr(f, "is_repeated", None)
         if repeated is None:
             repeated = f.label == _REPEATED
         fields.append((f.name, JType(LIST, element=t) if repeated else t))
     return JType(STRUCT, tuple(fields))
+
+
+def _proto_field(f: Any, message: Any, open_: tuple[str, ...]) -> JType:
+    """One field's (or a map's values') type, repeated or not."""
+    if f.type in (_TYPE_MESSAGE, _TYPE_GROUP):
+        return _proto(f.message_type, (*open_, message.full_name))
+    if f.type == _TYPE_ENUM:
+        return JType(STRING)
+    return JType(_PROTO_SCALARS.get(f.type, STRING))
 
 
 # ---- several versions in one batch ----------------------------------------------------
@@ -349,8 +380,11 @@ def _merge(a: JType, b: JType) -> JType:
         for name, t in b.fields:
             fields[name] = _merge(fields[name], t) if name in fields else t
         return JType(STRUCT, tuple(fields.items()))
-    if a.kind == LIST and b.kind == LIST and a.element is not None and b.element is not None:
-        return JType(LIST, element=_merge(a.element, b.element))
+    if a.kind == b.kind and a.kind in (LIST, MAP) and a.element is not None \
+            and b.element is not None:
+        return JType(a.kind, element=_merge(a.element, b.element))
+    if a.kind == DECIMAL and b.kind == DECIMAL and a.scale == b.scale:
+        return a if a.precision >= b.precision else b  # a compatible change widens
     return a if a == b else _wider(a, b)
 
 

@@ -2,8 +2,9 @@
 
 The policy (documented in docs/pipeline.md, recorded in the catalog when it applies):
 - a field seen for the first time becomes a new optional column;
-- Iceberg's safe widenings evolve the column (int → long, float → double); values that
-  convert without loss are cast (long values into a double column, anything into string);
+- Iceberg's safe widenings evolve the column (int → long, float → double, decimal(P, S)
+  → decimal(P', S) with P' > P: the scale never changes); values that convert without
+  loss are cast (long values into a double column, anything into string);
 - a field whose values in one batch mix incompatible types becomes a string column;
 - a value whose type conflicts with the column's is never dropped and never coerced:
   it lands, as JSON text, in a sibling string column `<name>__string`, and the conflict
@@ -18,11 +19,13 @@ from dataclasses import dataclass, field
 
 from odradek.pipeline.jsontypes import (
     BOOLEAN,
+    DECIMAL,
     DOUBLE,
     FLOAT,
     INT,
     LIST,
     LONG,
+    MAP,
     MIXED,
     STRING,
     STRUCT,
@@ -80,14 +83,18 @@ def _merge_into(table_t: JType, batch_t: JType) -> JType | None:
     tk, bk = table_t.kind, batch_t.kind
     if tk == STRING:
         return table_t
-    if tk == bk and tk not in (STRUCT, LIST):
+    if tk == DECIMAL and bk == DECIMAL:
+        if table_t.scale != batch_t.scale:
+            return None  # Iceberg never changes a decimal's scale
+        return table_t if table_t.precision >= batch_t.precision else batch_t
+    if tk == bk and tk not in (STRUCT, LIST, MAP):
         return table_t
     if tk == LONG and bk == INT:
         return table_t
     if tk == INT and bk == LONG:
         return JType(LONG)  # Iceberg int → long
-    if tk == DOUBLE and bk in (LONG, INT, FLOAT):
-        return table_t
+    if tk == DOUBLE and bk in (LONG, INT, FLOAT, DECIMAL):
+        return table_t  # decimals went to double columns before the lake had decimals
     if tk == FLOAT and bk in (DOUBLE, LONG, INT):
         return JType(DOUBLE)  # Iceberg float → double
     if tk == STRUCT and bk == STRUCT:
@@ -106,6 +113,10 @@ def _merge_into(table_t: JType, batch_t: JType) -> JType | None:
         assert table_t.element is not None and batch_t.element is not None
         element = _merge_into(table_t.element, batch_t.element)
         return None if element is None else JType(LIST, element=element)
+    if tk == MAP and bk == MAP:
+        assert table_t.element is not None and batch_t.element is not None
+        values = _merge_into(table_t.element, batch_t.element)
+        return None if values is None else JType(MAP, element=values)
     return None
 
 
@@ -115,16 +126,16 @@ def _resolve_mixed(t: JType) -> JType:
         return JType(STRING)
     if t.kind == STRUCT:
         return JType(STRUCT, tuple((n, _resolve_mixed(f)) for n, f in t.fields))
-    if t.kind == LIST:
+    if t.kind in (LIST, MAP):
         assert t.element is not None
-        return JType(LIST, element=_resolve_mixed(t.element))
+        return JType(t.kind, element=_resolve_mixed(t.element))
     return t
 
 
 def _has_mixed(t: JType) -> bool:
     if t.kind == MIXED:
         return True
-    if t.kind == LIST:
+    if t.kind in (LIST, MAP):
         return t.element is not None and _has_mixed(t.element)
     return any(_has_mixed(f) for _, f in t.fields)
 
