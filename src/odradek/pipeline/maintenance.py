@@ -59,6 +59,8 @@ class CompactionResult:
     files_written: int = 0
     rows: int = 0
     snapshot_id: int | None = None
+    # why a planned rewrite was not committed this time (an ingest kept committing first)
+    deferred: str = ""
 
 
 @dataclass
@@ -165,10 +167,12 @@ def compact(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTE
                 if "Missing required files" in str(e):
                     # another compaction replaced them first: nothing to do this time
                     log.info("compaction of %s skipped: %s", name, e)
+                    result.deferred = "another compaction replaced the files first"
                     return result
                 log.info("compaction of %s met a concurrent commit; again: %s", name, e)
         else:
             log.info("compaction of %s kept losing to concurrent commits; next time", name)
+            result.deferred = "lost to concurrent commits"
             return result
     finally:
         if not committed:

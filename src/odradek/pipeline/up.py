@@ -55,6 +55,7 @@ class Progress:
     stats_updates: int = 0
     errors: list[str] = field(default_factory=list)
     compactions: int = 0
+    compactions_deferred: int = 0  # planned, but an ingest commit kept landing first
     files_compacted: int = 0
     meter_rows: int = 0  # iot.meters, from the registry's Avro (with a registry)
 
@@ -314,6 +315,8 @@ class LakeKeeper:
             log.warning("lake upkeep of %s failed: %s", EVENTS, e)
             self.progress.errors.append(f"lake upkeep: {str(e).splitlines()[0]}")
             return
+        if compacted.deferred:
+            self.progress.compactions_deferred += 1
         if compacted.files_replaced:
             self.progress.compactions += 1
             self.progress.files_compacted += compacted.files_replaced
