@@ -213,3 +213,19 @@ def test_hosted_authorization_needs_the_users_file(tmp_path: Path) -> None:
         broker.start()
     assert "schema.registry.enable.authorization needs schema.registry.basic.auth.file" \
         in broker.logs()
+
+
+def test_registry_settings_without_a_hosted_registry_are_refused() -> None:
+    with pytest.raises(ConfigError, match="set for a hosted schema registry, but"):
+        BrokerConfig.load(overrides={"schema.registry.enable.authorization": "true"})
+
+
+def test_the_test_kits_broker_refuses_a_registry_it_does_not_host(tmp_path: Path) -> None:
+    from odradek.testing import EmbeddedBroker
+    from odradek.testing.config import TestkitError
+
+    broker = EmbeddedBroker({"schema.registry.listeners": f"http://127.0.0.1:{free_port()}"},
+                            data_dir=tmp_path)
+    with pytest.raises(TestkitError, match="this process hosts no schema registry"):
+        broker.start()
+    broker.stop()

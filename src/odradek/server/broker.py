@@ -29,6 +29,7 @@ from odradek.broker_properties import BROKER_CONFIGS
 from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
+from odradek.configdef import ConfigError
 from odradek.coordinator.share import ShareConfig, ShareGroups
 from odradek.coordinator.share.state import SHARE_STATE_TOPIC
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
@@ -565,12 +566,21 @@ class HostedService(Protocol):
     async def stop(self) -> None: ...
 
 
+def refuse_unhosted(config: BrokerConfig, hosted: Sequence[HostedService]) -> None:
+    """server/ hosts no client app itself: a composition root that does not bring the
+    registry must not let `schema.registry.listeners` pass as if it were served."""
+    if config["schema.registry.listeners"] and not hosted:
+        raise ConfigError("schema.registry.listeners: this process hosts no schema registry "
+                          "(`odradek broker` does; or run `odradek schema-registry`)")
+
+
 async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | None = None,
                      stop: asyncio.Event | None = None,
                      hosted: Sequence[HostedService] = ()) -> None:
     """Run a broker until `stop` is set or SIGINT/SIGTERM arrives."""
     import signal
 
+    refuse_unhosted(config, hosted)
     broker = Broker(config)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -194,6 +194,13 @@ class BrokerConfig:
                 p in self.security_props for p in inter_broker.PROPERTIES):
             inter_broker.check(self.security_props,
                                [li.name for li in self.advertised_listeners], protocols)
+        registry_settings = [n for n in ("schema.registry.basic.auth.file",
+                                         "schema.registry.enable.authorization",
+                                         "schema.registry.super.users")
+                             if n in self.explicit]
+        if registry_settings and not self._values.get("schema.registry.listeners"):
+            raise ConfigError(f"{registry_settings[0]}: set for a hosted schema registry, "
+                              "but schema.registry.listeners hosts none")
         if self._values.get("schema.registry.listeners") and not any(
                 protocols[li.name] == "PLAINTEXT" for li in self.listeners):
             raise ConfigError("schema.registry.listeners: the hosted registry reaches its "

@@ -245,13 +245,14 @@ class EmbeddedBroker:
             loop.close()
 
     async def _main(self, config: Any, ready: concurrent.futures.Future[None]) -> None:
-        from odradek.server.broker import Broker
+        from odradek.server.broker import Broker, refuse_unhosted
         from odradek.testing.fault_step import FaultStep
 
         self._stop_event = asyncio.Event()
 
         broker = Broker(config)
         try:
+            refuse_unhosted(config, ())
             await broker.start()
         except BaseException as e:
             with contextlib.suppress(Exception):
