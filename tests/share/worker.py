@@ -23,6 +23,13 @@ from typing import Any
 from confluent_kafka import AcknowledgeType, ShareConsumer
 
 
+def emit(line: dict[str, Any]) -> None:
+    """One write per line: print() writes the text and its newline separately, and
+    librdkafka's log (stderr, into the same file) can land between the two."""
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
 def main() -> None:
     bootstrap, group, topic, mode = sys.argv[1:5]
     stopping = threading.Event()
@@ -32,13 +39,13 @@ def main() -> None:
                               "share.acknowledgement.mode": "explicit"})
     consumer.subscribe([topic])
     seen: list[int] = []
-    print(json.dumps({"started": True}), flush=True)
+    emit({"started": True})
     try:
         while not stopping.is_set():
             messages = [m for m in consumer.poll(0.5) if m.error() is None]
             for m in messages:
-                print(json.dumps({"offset": m.offset(), "count": m.delivery_count(),
-                                  "value": (m.value() or b"").decode()}), flush=True)
+                emit({"offset": m.offset(), "count": m.delivery_count(),
+                      "value": (m.value() or b"").decode()})
             if not messages:
                 continue
             if mode == "hold":
@@ -54,7 +61,7 @@ def main() -> None:
             results = consumer.commit_sync(30)
             offsets = [m.offset() for m in messages]
             ok = bool(results) and all(e is None for e in results.values())
-            print(json.dumps({"accepted" if ok else "failed": offsets}), flush=True)
+            emit({"accepted" if ok else "failed": offsets})
     finally:
         consumer.close()
 
@@ -72,10 +79,10 @@ def partial(consumer: ShareConsumer, mode: str, messages: list[Any], seen: list[
             consumer.acknowledge(m, AcknowledgeType.RELEASE)
     results = consumer.commit_sync(30)
     ok = all(e is None for e in (results or {}).values())
-    print(json.dumps({"committed": ok}), flush=True)
+    emit({"committed": ok})
     if len(seen) < int(total):
         return False
-    print(json.dumps({"holding": sorted(o for o in seen if o > keep)}), flush=True)
+    emit({"holding": sorted(o for o in seen if o > keep)})
     return True
 
 
