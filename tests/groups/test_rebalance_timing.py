@@ -35,11 +35,12 @@ def test_first_join_completes_within_the_initial_rebalance_delay(
         [TopicPartition(topic, 0)], timeout=10)
     start = time.monotonic()
     c = member(bootstrap, group, topic, "c", **{"session.timeout.ms": 45000})
-    took = poll_until([c], lambda: len(c.assigned) == 3, 10)
+    took = poll_until([c], lambda: len(c.assigned) == 3, 30)
     print(f"\njoin-to-assignment of a new group: {took * 1000:.0f} ms "
           f"(group.initial.rebalance.delay.ms=3000, session.timeout.ms=45000)")
-    # not before the delay; after it, only what a busy machine adds (not a session)
-    assert DEFAULT_DELAY_S - 0.1 <= took <= DEFAULT_DELAY_S + 2.0
+    # not before the delay; after it, only what a busy machine adds (a loaded 2-core
+    # machine adds seconds), never the 45 s session timeout
+    assert DEFAULT_DELAY_S - 0.1 <= took <= DEFAULT_DELAY_S + 10.0
     assert time.monotonic() - start < 45
     c.close()
 
@@ -59,7 +60,7 @@ def test_rebalance_pause_when_a_member_joins(group_broker: BrokerProcess) -> Non
     print(f"\nfirst join (initial delay 200 ms): {joined * 1000:.0f} ms; a second member: "
           f"group settled in {took * 1000:.0f} ms, the first member paused "
           f"{pause * 1000:.0f} ms (revoke → assign)")
-    assert pause < 1.5
+    assert pause < 4.0  # a heartbeat or two on a busy machine; a session (6 s) is a bug
     first.close()
     second.close()
 
