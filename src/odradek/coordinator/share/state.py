@@ -173,6 +173,8 @@ class ShareStateCoordinator:
         # it (tests) every topic is taken as existing
         self.partition_count = partition_count
         self.updates_per_snapshot = updates_per_snapshot
+        # told the milliseconds of each write (the metrics' write latency)
+        self.on_write_ms: Callable[[float], None] = lambda _ms: None
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             SHARE_STATE_TOPIC, coordinator_log,
             lambda p, timer: ShareStateShard(p, timer))
@@ -231,6 +233,12 @@ class ShareStateCoordinator:
 
     async def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: Sequence[StateBatch]) -> None:
+        started = time.perf_counter()
+        await self._write(key, state_epoch, leader_epoch, start_offset, batches)
+        self.on_write_ms((time.perf_counter() - started) * 1000.0)
+
+    async def _write(self, key: Key, state_epoch: int, leader_epoch: int,
+                     start_offset: int, batches: Sequence[StateBatch]) -> None:
         self._check(key)
         p, shard = self._shard(key)
         known = shard.leader_epochs.get(key)
