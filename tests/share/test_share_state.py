@@ -132,6 +132,24 @@ def test_state_written_as_snapshot_and_updates_is_read_back_after_a_reload(
         replicas.close()
 
 
+def last_pruned_metric(state: ShareStateCoordinator) -> float | None:
+    """Kafka's share-coordinator-metrics last-pruned-offset, as the broker exports it."""
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from odradek.server.share_metrics import ShareMetrics
+
+    registry = CollectorRegistry()
+    shares = SimpleNamespace(coordinator=SimpleNamespace(list_groups=lambda: []),
+                             partitions=SimpleNamespace(partitions={}, sessions=()),
+                             state=state)
+    ShareMetrics(registry).refresh(shares)  # type: ignore[arg-type]
+    return registry.get_sample_value(
+        "kafka_server_share_coordinator_metrics_last_pruned_offset",
+        {"topic": SHARE_STATE_TOPIC, "partition": "0"})
+
+
 def test_pruning_keeps_each_share_partitions_latest_snapshot_and_what_follows(
         tmp_path: Path) -> None:
     """Kafka's rule: a state partition is cut below the oldest of its share-partitions'
@@ -173,6 +191,7 @@ def test_pruning_keeps_each_share_partitions_latest_snapshot_and_what_follows(
         assert partition.log.log_start_offset == 3  # the busy one's latest snapshot
         await state.prune()  # nothing moved: nothing asked
         assert state.last_pruned == {0: 3}
+        assert last_pruned_metric(state) == 3
         expected = {k: (state.read(k, 0).start_offset, state.read(k, 0).batches)
                     for k in (busy, idle)}
         state.stop()

@@ -16,6 +16,8 @@ meter's "PerSec" dropped, the MBean's tags as labels):
     kafka.server:type=share-coordinator-metrics,name=write-latency-avg/-max, write-total
       → kafka_server_share_coordinator_metrics_write_latency (a histogram in ms; its
         _count is write-total)
+    kafka.server:type=share-coordinator-metrics,name=last-pruned-offset,topic,partition
+      → kafka_server_share_coordinator_metrics_last_pruned_offset{topic,partition}
     kafka.server:type=ShareSessionCache,name=ShareSessionsCount
       → kafka_server_sharesessioncache_sharesessionscount
 
@@ -37,6 +39,7 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from odradek.coordinator.share.state import SHARE_STATE_TOPIC
 from odradek.coordinator.share.stats import ACK_NAMES, ShareStats
 
 if TYPE_CHECKING:
@@ -54,6 +57,8 @@ class ShareSnapshot:
     # (group, topic, partition, records in flight)
     in_flight: list[tuple[str, str, int, int]] = field(default_factory=list)
     sessions: int = 0
+    # __share_group_state partition → the offset it was pruned to
+    last_pruned: dict[int, int] = field(default_factory=dict)
 
 
 class ShareMetrics(Collector):
@@ -83,6 +88,8 @@ class ShareMetrics(Collector):
                 if sp.initialized:
                     s.in_flight.append((group, sp.topic, index, sp.in_flight()))
             s.sessions = len(shares.partitions.sessions)
+            if shares.state is not None:
+                s.last_pruned = dict(shares.state.last_pruned)
         self.snapshot = s
 
     def collect(self) -> Iterator[Metric]:
@@ -105,6 +112,13 @@ class ShareMetrics(Collector):
         for group, topic, index, n in snap.in_flight:
             in_flight.add_metric([group, topic, str(index)], n)
         yield in_flight
+        pruned = GaugeMetricFamily(
+            "kafka_server_share_coordinator_metrics_last_pruned_offset",
+            "The offset a share-group state partition led here was last pruned to",
+            labels=["topic", "partition"])
+        for p, offset in sorted(snap.last_pruned.items()):
+            pruned.add_metric([SHARE_STATE_TOPIC, str(p)], offset)
+        yield pruned
         yield GaugeMetricFamily("kafka_server_sharesessioncache_sharesessionscount",
                                 "Share sessions open on this broker", value=snap.sessions)
         if self.stats is not None:
