@@ -1,13 +1,18 @@
 """`__share_group_state` is pruned as Kafka's share coordinator prunes it: the records
 below the oldest latest-snapshot of a state partition's share-partitions are deleted
 (its log start advances, whole segments go), and a restart still restores every
-acknowledgement from what is left."""
+acknowledgement from what is left.
+
+Two broker starts make this ~13 s: it is in the slow set; the default run has the same
+rule on real logs with a reload in test_share_state.py
+(test_pruning_keeps_each_share_partitions_latest_snapshot_and_what_follows)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import AcknowledgeType, Consumer, TopicPartition
 
 from tests.conftest import BrokerProcess
@@ -37,6 +42,7 @@ def state_log_starts(bootstrap: str) -> list[tuple[int, int]]:
         c.close()
 
 
+@pytest.mark.slow
 def test_pruning_moves_the_state_log_start_and_a_restart_keeps_every_acknowledgement(
         tmp_path: Path) -> None:
     broker = BrokerProcess(tmp_path / "data", overrides={
