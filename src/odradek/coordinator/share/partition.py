@@ -299,12 +299,15 @@ class SharePartition:
         released = False
         renewed: list[int] = []
         for b in batches:
+            if len(b.types) == 1:  # counted per range, not per record
+                self.stats.acknowledged(b.types[0], b.last_offset - b.first_offset + 1)
             for o in range(b.first_offset, b.last_offset + 1):
                 r = self.records.get(o)
                 if r is None:
                     continue
                 kind = b.type_of(o)
-                self.stats.acknowledged(kind)
+                if len(b.types) > 1:
+                    self.stats.acknowledged(kind)
                 if kind == AckType.RENEW:
                     renewed.append(o)
                     continue
