@@ -32,7 +32,6 @@ from odradek.client.share_groups import address as _address
 app = typer.Typer(no_args_is_help=True, help="Manage share groups (kafka-share-groups.sh).")
 
 
-
 def with_lag(bootstrap: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return share.with_lag(client_config(bootstrap, []), rows)
 
