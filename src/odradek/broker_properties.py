@@ -297,6 +297,9 @@ BROKER_CONFIGS = ConfigTable(
         ConfigDef("share.coordinator.snapshot.update.records.per.snapshot", _T.INT, 500,
                   "ShareUpdate records of a share-partition before a new ShareSnapshot.",
                   minimum=0, maximum=500),
+        ConfigDef("share.coordinator.state.topic.prune.interval.ms", _T.INT, 300_000,
+                  "How often the share coordinator deletes the __share_group_state records "
+                  "that later snapshots replaced.", minimum=1),
         ConfigDef("share.coordinator.write.timeout.ms", _T.INT, 5000,
                   "How long a share state write waits for every in-sync replica.",
                   minimum=1),

@@ -245,3 +245,31 @@ def test_read_only_console_hides_and_refuses_mutations(
         assert topic in admin.list_topics(timeout=10).topics
     finally:
         ro.stop()
+
+
+def test_share_groups_page_shows_members_start_offset_and_lag_live(
+        console: ConsoleProcess, browser: Any, metrics_broker: BrokerProcess) -> None:
+    from confluent_kafka import AcknowledgeType
+
+    from tests.share.helpers import earliest_group, poll_until, share_consumer
+
+    bootstrap = metrics_broker.bootstrap
+    topic = _topic(bootstrap)
+    group = earliest_group(bootstrap)
+    _produce(bootstrap, topic, 5)
+    row = f"#share-groups tr.group[data-group='{group}']"
+    with share_consumer(bootstrap, group, topic) as c:
+        got = poll_until(c, lambda seen: len(seen) >= 5)
+        for m in got:  # the first two done, the rest back to the queue
+            c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 2
+                          else AcknowledgeType.RELEASE)
+        assert all(e is None for e in c.commit_sync(30).values())
+        browser.get(console.url + "/share-groups")
+        wait_for(lambda: _text(browser, row + " .members") == "1", what="one member")
+        assert _text(browser, row + " .start") == "2"
+        assert _text(browser, row + " .lag") == "3"
+        assert topic in _text(browser, row)
+        screenshot(browser, "share_groups")
+    # the page is not reloaded: the live region sees the member leave
+    wait_for(lambda: _text(browser, row + " .members") == "0", what="the member leaving")
+    assert "Empty" in _text(browser, row)

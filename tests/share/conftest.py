@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerProcess, free_port
 from tests.share.helpers import new_topic, produce
 from tests.wire import WireClient
 
@@ -29,10 +29,11 @@ def share_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerPro
     b.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")  # shared by the modules that wait for lock timeouts
 def short_lock_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("share-short") / "data",
-                      overrides={"group.share.heartbeat.interval.ms": "500",
+                      overrides={"metrics.port": str(free_port()),  # test_share_metrics
+                                 "group.share.heartbeat.interval.ms": "500",
                                  "group.share.record.lock.duration.ms": str(SHORT_LOCK_MS),
                                  **STATE_PARTITIONS}
                       ).start()

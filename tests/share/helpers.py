@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,6 +19,7 @@ from confluent_kafka.admin import (
     NewTopic,
     ResourceType,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 
@@ -86,3 +89,30 @@ def wait_for(what: Callable[[], T | None], timeout: float = 60.0, message: str =
             return value
         assert time.monotonic() < deadline, message or "condition not reached"
         time.sleep(0.1)
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def scrape(metrics_port: int) -> Samples:
+    """The broker's Prometheus endpoint: (name, labels) → value (the endpoint starts
+    just after the broker's listeners: a refused connection is tried again)."""
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+
+    def read() -> str | None:
+        try:
+            return str(urllib.request.urlopen(url, timeout=5).read().decode())
+        except ConnectionRefusedError:
+            return None
+        except urllib.error.URLError as e:
+            if isinstance(e.reason, ConnectionRefusedError):
+                return None
+            raise
+
+    text = wait_for(read, 30, "the metrics endpoint did not start")
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def metric(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)

@@ -130,3 +130,91 @@ def test_state_written_as_snapshot_and_updates_is_read_back_after_a_reload(
         run(go())
     finally:
         replicas.close()
+
+
+def last_pruned_metric(state: ShareStateCoordinator) -> float | None:
+    """Kafka's share-coordinator-metrics last-pruned-offset, as the broker exports it."""
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from odradek.server.share_metrics import ShareMetrics
+
+    registry = CollectorRegistry()
+    shares = SimpleNamespace(coordinator=SimpleNamespace(list_groups=lambda: []),
+                             partitions=SimpleNamespace(partitions={}, sessions=()),
+                             state=state)
+    ShareMetrics(registry).refresh(shares)  # type: ignore[arg-type]
+    return registry.get_sample_value(
+        "kafka_server_share_coordinator_metrics_last_pruned_offset",
+        {"topic": SHARE_STATE_TOPIC, "partition": "0"})
+
+
+def test_pruning_keeps_each_share_partitions_latest_snapshot_and_what_follows(
+        tmp_path: Path) -> None:
+    """Kafka's rule: a state partition is cut below the oldest of its share-partitions'
+    latest snapshots — an idle share-partition holds it back — and a reload finds every
+    state as it was."""
+    from odradek.replication.partition import Partition
+    from odradek.storage.log import Log
+    from odradek.storage.log_config import LogConfig
+    from odradek.storage.retention import delete_records
+
+    replicas = Replicas(tmp_path)
+    # as the broker creates it: cleanup.policy=delete, no retention
+    log = Log.open(tmp_path / f"{SHARE_STATE_TOPIC}-0", LogConfig(cleanup_policy=("delete",)))
+    partition = Partition(SHARE_STATE_TOPIC, 0, uuid.uuid4(), log, leader_epoch=7,
+                          node_id=0, leader=0)
+    replicas.partitions[(SHARE_STATE_TOPIC, 0)] = partition
+    busy, idle = ("g", TOPIC_ID, 0), ("g", TOPIC_ID, 1)
+
+    def prune_to(p: int, offset: int) -> int:
+        return delete_records(replicas.partitions[(SHARE_STATE_TOPIC, p)].log, offset)
+
+    def coordinator() -> ShareStateCoordinator:
+        return ShareStateCoordinator(replica_log(replicas, SHARE_STATE_TOPIC), 1,
+                                     updates_per_snapshot=1, delete_records=prune_to)
+
+    async def go() -> None:
+        state = coordinator()
+        state.follow([0])
+        await until(lambda: state.runtime.active(0) is not None)
+        await state.write(busy, 0, 0, 0, [B(0, 9, AVAILABLE, 1)])  # snapshot at 0
+        await state.write(idle, 0, 0, 0, [B(0, 4, AVAILABLE, 1)])  # snapshot at 1
+        await state.write(busy, 0, 0, 2, [B(2, 2, ACKED, 1)])  # update at 2
+        await state.write(busy, 0, 0, 3, [B(3, 3, ACKED, 1)])  # snapshot at 3
+        await state.prune()
+        assert partition.log.log_start_offset == 1, "the idle one's snapshot must stay"
+        await state.write(idle, 0, 0, 1, [])  # update at 4
+        await state.write(idle, 0, 0, 2, [B(2, 2, ARCHIVED, 1)])  # snapshot at 5
+        await state.prune()
+        assert partition.log.log_start_offset == 3  # the busy one's latest snapshot
+        await state.prune()  # nothing moved: nothing asked
+        assert state.last_pruned == {0: 3}
+        assert last_pruned_metric(state) == 3
+        expected = {k: (state.read(k, 0).start_offset, state.read(k, 0).batches)
+                    for k in (busy, idle)}
+        state.stop()
+
+        again = coordinator()
+        again.follow([0])
+        await until(lambda: again.runtime.active(0) is not None)
+        assert {k: (again.read(k, 0).start_offset, again.read(k, 0).batches)
+                for k in (busy, idle)} == expected
+        await again.delete(busy)  # its records no longer hold the cut back
+        await again.prune()
+        assert partition.log.log_start_offset == 5
+        again.stop()
+
+        third = coordinator()
+        third.follow([0])
+        await until(lambda: third.runtime.active(0) is not None)
+        assert third.read(busy, 0).start_offset == -1
+        assert (third.read(idle, 0).start_offset, third.read(idle, 0).batches) == \
+            expected[idle]
+        third.stop()
+
+    try:
+        run(go())
+    finally:
+        replicas.close()

@@ -17,41 +17,23 @@ import typer
 from odradek.cli.common import BootstrapOption, client_config, console, fail, reported
 from odradek.cli.groups import _table
 from odradek.client import offsets, raw
+from odradek.client import share_groups as share
 from odradek.client.raw import error_name
+from odradek.client.share_groups import (
+    CLIENT_ID,
+    TIMEOUT_S,
+    coordinator,
+    describe_group,
+    offset_rows,
+    share_groups,
+)
+from odradek.client.share_groups import address as _address
 
 app = typer.Typer(no_args_is_help=True, help="Manage share groups (kafka-share-groups.sh).")
 
-CLIENT_ID = "odradek-share-groups"
-TIMEOUT_S = 30
 
-
-def _address(bootstrap: str) -> tuple[str, int]:
-    host, port = bootstrap.split(",")[0].rsplit(":", 1)
-    return host, int(port)
-
-
-def coordinator(bootstrap: str, group: str) -> tuple[str, int]:
-    found = raw.request(_address(bootstrap), 10, 1, CLIENT_ID, key=group, key_type=0)
-    if found.error_code:
-        fail(f"FindCoordinator for {group}: {error_name(found.error_code)}")
-    return found.host, int(found.port)
-
-
-def share_groups(bootstrap: str) -> list[tuple[str, str]]:
-    """(group id, state) of every share group (ListGroups v5 with the `share` type, to
-    every broker: each lists the groups it coordinates)."""
-    md = raw.request(_address(bootstrap), 3, 12, CLIENT_ID, topics=(),
-                     allow_auto_topic_creation=False,
-                     include_topic_authorized_operations=False)
-    out: dict[str, str] = {}
-    for b in md.brokers:
-        r = raw.request((b.host, b.port), 16, 5, CLIENT_ID, states_filter=(),
-                        types_filter=("share",))
-        if r.error_code:
-            fail(f"ListGroups on broker {b.node_id}: {error_name(r.error_code)}")
-        for g in r.groups:
-            out[g.group_id] = g.group_state
-    return sorted(out.items())
+def with_lag(bootstrap: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return share.with_lag(client_config(bootstrap, []), rows)
 
 
 @app.command("list")
@@ -76,29 +58,6 @@ def is_share_group(bootstrap: str, group: str) -> bool:
     return r.error_code == 0 and any(g.group_id == group for g in r.groups)
 
 
-def with_lag(bootstrap: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """offset_rows with every known start offset's lag: as DescribeShareGroupOffsets v1
-    counts it (records from the start offset to the high watermark not yet delivered
-    for good), or from the start offset to the log end when the coordinator cannot
-    count it (it does not lead the partition)."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    if all(r[5] is not None or r[4] is None for r in rows):
-        return rows
-    probe = Consumer(client_config(bootstrap, ["group.id=odradek-share-lag-probe"]))
-    try:
-        out = []
-        for group, topic, partition, epoch, start, lag in rows:
-            if lag is None and start is not None:
-                _, high = probe.get_watermark_offsets(TopicPartition(topic, partition),
-                                                      timeout=TIMEOUT_S)
-                lag = max(high - start, 0)
-            out.append((group, topic, partition, epoch, start, lag))
-        return out
-    finally:
-        probe.close()
-
-
 def lag_rows(bootstrap: str, group: str) -> tuple[bool, list[tuple[str, int, int, int]]]:
     """(has members, (topic, partition, start offset, lag) of each share-partition the
     group has state for)."""
@@ -106,37 +65,6 @@ def lag_rows(bootstrap: str, group: str) -> tuple[bool, list[tuple[str, int, int
     rows = with_lag(bootstrap, offset_rows(bootstrap, group))
     return bool(g.members), [(t, p, start, lag) for _, t, p, _, start, lag in rows
                              if start is not None]
-
-
-def describe_group(bootstrap: str, group: str) -> tuple[tuple[str, int], Any]:
-    where = coordinator(bootstrap, group)
-    r = raw.request(where, 77, 1, CLIENT_ID, group_ids=(group,),
-                    include_authorized_operations=False)
-    g = r.groups[0]
-    if g.error_code:
-        fail(f"Share group '{group}': {error_name(g.error_code)}")
-    return where, g
-
-
-def offset_rows(bootstrap: str, group: str) -> list[tuple[Any, ...]]:
-    """(group, topic, partition, leader epoch, start offset, lag) of every
-    share-partition the group has state for."""
-    where = coordinator(bootstrap, group)
-    s = raw.schema(90, 1)
-    r = raw.request(where, 90, 1, CLIENT_ID, groups=(
-        s.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None),))
-    g = r.groups[0]
-    if g.error_code:
-        fail(f"Share group '{group}': {error_name(g.error_code)}")
-    rows = []
-    for t in sorted(g.topics, key=lambda t: t.topic_name):
-        for p in sorted(t.partitions, key=lambda p: p.partition_index):
-            known = p.error_code == 0 and p.start_offset >= 0
-            rows.append((group, t.topic_name, p.partition_index,
-                         p.leader_epoch if known and p.leader_epoch >= 0 else None,
-                         p.start_offset if known else None,
-                         p.lag if known and p.lag >= 0 else None))
-    return rows
 
 
 @app.command()

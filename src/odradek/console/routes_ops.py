@@ -1,4 +1,5 @@
-"""Pages of what runs on the cluster: consumer groups, transactions, and the lake."""
+"""Pages of what runs on the cluster: consumer and share groups, transactions, and the
+lake."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from odradek.console import groups as group_ops
-from odradek.console import txns
+from odradek.console import shares, txns
 from odradek.console.admin import ConsoleError
 from odradek.console.web import back, blocking, post_route, render, state
 
@@ -62,6 +63,16 @@ async def reset_offsets(request: Request, form: dict[str, str]) -> Response:
     await blocking(group_ops.apply, s.admin, gid, moves)
     return back(f"/groups/{urllib.parse.quote(gid, safe='')}",
                 f"reset {len(moves)} partition(s) of {gid}")
+
+
+async def share_groups(request: Request) -> Response:
+    rows: list[Any] = []
+    error = None
+    try:
+        rows = await blocking(shares.share_groups, state(request).settings)
+    except ConsoleError as e:
+        error = str(e)
+    return render(request, "share_groups.html", rows=rows, error=error)
 
 
 async def transactions(request: Request) -> Response:
@@ -130,6 +141,7 @@ def routes() -> list[BaseRoute]:
         Route("/groups", groups),
         post_route("/groups/{group:path}/reset", reset_offsets),
         Route("/groups/{group:path}", group),
+        Route("/share-groups", share_groups),
         Route("/transactions", transactions),
         post_route("/transactions/abort", abort),
         Route("/lake", lake),

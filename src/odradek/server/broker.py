@@ -204,6 +204,7 @@ class Broker:
         self.shares = ShareGroups(ShareConfig.from_broker(self.config.values()),
                                   self.groups.log.topics, self.replicas, share_state,
                                   self.share_persister)
+        self.metrics.share.watch(self.shares)
         self._follow_share_leadership()
         self.shares.start()
         self.transactions = BrokerTransactions(self)

@@ -38,6 +38,7 @@ from prometheus_client.registry import Collector
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import api_name
 from odradek.server.replies import CLOSE_CONNECTION
+from odradek.server.share_metrics import ShareMetrics
 from odradek.server.telemetry import ClientTelemetry
 
 if TYPE_CHECKING:
@@ -262,6 +263,7 @@ class BrokerMetrics:
             registry=r)
         self._gauges = _SnapshotCollector()
         r.register(self._gauges)
+        self.share = ShareMetrics(r)  # share groups' (server/share_metrics.py)
         # Labelled children, looked up once: `labels()` validates and locks on every call.
         self._by_api: dict[int, tuple[Any, Any, str]] = {}
         self._by_topic: dict[str, tuple[Any, Any, Any]] = {}
@@ -417,6 +419,7 @@ class BrokerMetrics:
         }
         self._read_log_dirs(broker, s)
         self._read_groups(broker, s)
+        self.share.refresh(getattr(broker, "shares", None))
         self.partitions.set(len(hosted))
         self.under_replicated.set(urp)
         self._gauges.snapshot = s

@@ -51,7 +51,9 @@ def create_share_state_coordinator(broker: BrokerCore) -> ShareStateCoordinator:
                    lambda: int(broker.config["share.coordinator.write.timeout.ms"])),
         int(config["share.coordinator.state.topic.num.partitions"]),
         int(config["share.coordinator.snapshot.update.records.per.snapshot"]),
-        partition_count)
+        partition_count,
+        lambda p, offset: broker.logs.delete_records(SHARE_STATE_TOPIC, p, offset),
+        int(config["share.coordinator.state.topic.prune.interval.ms"]))
 
 
 async def ensure_share_state_topic(broker: BrokerCore) -> bool:

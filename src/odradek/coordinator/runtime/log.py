@@ -18,8 +18,9 @@ Record = tuple[bytes, bytes | None]  # (key, value); a None value is a tombstone
 class CoordinatorLog(Protocol):
     async def append(self, partition: int, records: Sequence[Record], *,
                      producer_id: int = -1, producer_epoch: int = -1,
-                     transactional: bool = False) -> None:
-        """Append as the leader; returns once the write is committed (raises KafkaError).
+                     transactional: bool = False) -> int | None:
+        """Append as the leader; returns once the write is committed (raises KafkaError),
+        with the offset of the first record (None: the log does not say).
         With `transactional`, the records are the producer's transactional batch: its
         marker in this partition later decides whether they count."""
 
@@ -73,14 +74,16 @@ class ReplicaLog:
 
     async def append(self, partition: int, records: Sequence[Record], *,
                      producer_id: int = -1, producer_epoch: int = -1,
-                     transactional: bool = False) -> None:
+                     transactional: bool = False) -> int | None:
         batch = encode_records(records, producer_id, producer_epoch, transactional)
         p = self._partition(partition)
         timeout_s = self.timeout_ms() / 1000
         if transactional:
-            await p.append_committed(batch, timeout_s, origin=AppendOrigin.COORDINATOR)
+            info = await p.append_committed(batch, timeout_s,
+                                            origin=AppendOrigin.COORDINATOR)
         else:
-            await p.append_committed(batch, timeout_s)
+            info = await p.append_committed(batch, timeout_s)
+        return int(info.first_offset)
 
     def read(self, partition: int, offset: int, max_bytes: int) -> tuple[bytes, int]:
         return self._partition(partition).read_to_log_end(offset, max_bytes)

@@ -159,18 +159,21 @@ class CoordinatorRuntime(Generic[S]):
     async def write(self, partition: int, records: Sequence[Record], *,
                     producer_id: int = -1, producer_epoch: int = -1,
                     transactional: bool = False,
-                    too_large: ErrorCode = ErrorCode.unknown_server_error) -> None:
+                    too_large: ErrorCode = ErrorCode.unknown_server_error) -> int | None:
         """Append with acks=all; returns once committed and the partition is still
         served here by the same shard — only then may the caller apply the change.
-        Raises KafkaError with the code the client should see."""
+        Raises KafkaError with the code the client should see. Returns the offset of the
+        first record written (None when the log does not say)."""
         ctx = self.context(partition)  # nothing is written where we do not serve
         try:
-            await self.log.append(partition, records, producer_id=producer_id,
-                                  producer_epoch=producer_epoch, transactional=transactional)
+            offset = await self.log.append(partition, records, producer_id=producer_id,
+                                           producer_epoch=producer_epoch,
+                                           transactional=transactional)
         except KafkaError as e:
             raise KafkaError(str(e), append_error(e, too_large)) from e
         if self.contexts.get(partition) is not ctx:
             raise NotCoordinator(f"{self.topic}-{partition} moved during the write")
+        return offset
 
     def leader_epoch(self, partition: int) -> int:
         return self.log.leader_epoch(partition)

@@ -38,6 +38,7 @@ from odradek.coordinator.share.partition import (
     SharePartition,
 )
 from odradek.coordinator.share.sessions import ShareSessionCache, TopicIdPartition
+from odradek.coordinator.share.stats import ShareStats
 from odradek.protocol.batch import iter_headers
 from odradek.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRange, UnknownTopicId
 from odradek.replication.partition import Partition
@@ -130,6 +131,7 @@ class SharePartitionManager:
         self.topics = topics
         self.auto_offset_reset = auto_offset_reset
         self.sessions = ShareSessionCache(config.max_share_sessions)
+        self.stats = ShareStats()
         self.partitions: dict[tuple[str, uuid.UUID, int], SharePartition] = {}
         self._limits = Limits(config.record_lock_duration_ms, config.delivery_count_limit,
                               config.partition_max_record_locks)
@@ -211,7 +213,7 @@ class SharePartitionManager:
             return  # led elsewhere meanwhile: the next fetch loads again
         old = self.partitions.get(key)
         sp = SharePartition(group_id, leader.topic, index, self._limits, self._call_later,
-                            leader_epoch=epoch)
+                            leader_epoch=epoch, stats=self.stats)
         if old is not None:
             sp.waiters = old.waiters
         sp.on_change = lambda: self._persist_later(sp)
@@ -296,6 +298,12 @@ class SharePartitionManager:
                           index: int, batches: list[AckBatch]) -> KafkaError | None:
         """One partition's acknowledgements, once the share coordinator has them; the
         error to answer for it, if any."""
+        error = await self._acknowledge(group_id, member_id, topic_id, index, batches)
+        self.stats.request("ack", self._topic_name(topic_id), error is not None)
+        return error
+
+    async def _acknowledge(self, group_id: str, member_id: str, topic_id: uuid.UUID,
+                           index: int, batches: list[AckBatch]) -> KafkaError | None:
         sp = self.partitions.get((group_id, topic_id, index))
         if sp is None:
             try:
@@ -309,6 +317,15 @@ class SharePartitionManager:
         except KafkaError as e:
             return e
         return await self.persisted(sp)
+
+    def _topic_name(self, topic_id: uuid.UUID) -> str:
+        return self.topics.name_of(topic_id) or str(topic_id)
+
+    def count_fetch(self, answers: Iterable[Fetched]) -> None:
+        """A ShareFetch's answer: each topic-partition counted, failed when in error
+        (Kafka's TotalShareFetchRequestsPerSec / FailedShareFetchRequestsPerSec)."""
+        for a in answers:
+            self.stats.request("fetch", self._topic_name(a.topic_id), a.error is not None)
 
     def release_member(self, group_id: str, member_id: str) -> None:
         """The member's session closed or it left the group: what it holds goes back."""

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.coordinator.share.stats import ShareStats
 from odradek.protocol.errors import ErrorCode, KafkaError
 
 
@@ -141,6 +142,7 @@ class SharePartition:
     changes: int = 0  # bumped by each change the share coordinator must hear of
     persisted: int = 0  # the `changes` the share coordinator has taken
     on_change: Callable[[], None] | None = None
+    stats: ShareStats = field(default_factory=ShareStats)
 
     @property
     def initialized(self) -> bool:
@@ -264,6 +266,8 @@ class SharePartition:
                 got.append((o, r.delivery_count))
         self._advance_start()
         if got:
+            self.stats.records_acquired += len(got)
+            self.stats.records_redelivered += sum(1 for _, count in got if count > 1)
             offsets = [o for o, _ in got]
             self.call_later(self.limits.lock_duration_ms / 1000,
                             lambda: self._lock_timed_out(acquisition, offsets))
@@ -295,11 +299,15 @@ class SharePartition:
         released = False
         renewed: list[int] = []
         for b in batches:
+            if len(b.types) == 1:  # counted per range, not per record
+                self.stats.acknowledged(b.types[0], b.last_offset - b.first_offset + 1)
             for o in range(b.first_offset, b.last_offset + 1):
                 r = self.records.get(o)
                 if r is None:
                     continue
                 kind = b.type_of(o)
+                if len(b.types) > 1:
+                    self.stats.acknowledged(kind)
                 if kind == AckType.RENEW:
                     renewed.append(o)
                     continue
@@ -351,15 +359,17 @@ class SharePartition:
         return True
 
     def _lock_timed_out(self, acquisition: int, offsets: list[int]) -> None:
-        released = changed = False
+        released = False
+        timed_out = 0
         for o in offsets:
             r = self.records.get(o)
             if r is not None and r.state is RecordState.ACQUIRED \
                     and r.acquisition == acquisition:
                 released |= self._release(r)
-                changed = True
+                timed_out += 1
         self._advance_start()
-        if changed:
+        if timed_out:
+            self.stats.timed_out((self.group_id, self.topic, self.index), timed_out)
             self._changed()
         if released:
             self._wake()

@@ -10,7 +10,12 @@ their delivery counts). The first write of a key is a ShareSnapshot record; late
 writes are ShareUpdate records that merge into it (new batches win where they
 overlap, and whatever is below the start offset goes), and every
 `share.coordinator.snapshot.update.records.per.snapshot` updates a new snapshot
-replaces them, so compaction keeps the topic small. The leader epoch fences an old
+replaces them. The topic is not compacted (compaction would keep only a key's last
+ShareUpdate): every `share.coordinator.state.topic.prune.interval.ms` the records below
+the oldest latest-snapshot of the partition's share-partitions are deleted
+(DeleteRecords), as Kafka's ShareCoordinatorService prunes — each share-partition's
+state is its latest ShareSnapshot and the ShareUpdates after it, so nothing below the
+smallest such offset is read again. The leader epoch fences an old
 partition leader (FENCED_LEADER_EPOCH), the state epoch an old state
 (FENCED_STATE_EPOCH), as Kafka's ShareCoordinatorShard does.
 """
@@ -131,6 +136,13 @@ class ShareStateShard:
     states: dict[Key, ShareState] = field(default_factory=dict)
     # the leader epochs readers announced (in memory, as Kafka's leaderEpochMap)
     leader_epochs: dict[Key, int] = field(default_factory=dict)
+    # the offset of each share-partition's latest ShareSnapshot record (Kafka's
+    # ShareCoordinatorOffsetsManager): what pruning may not go past
+    snapshot_offsets: dict[Key, int] = field(default_factory=dict)
+
+    def redundant_offset(self) -> int | None:
+        """Every record below this offset has been replaced by a later snapshot."""
+        return min(self.snapshot_offsets.values()) if self.snapshot_offsets else None
 
     def replay(self, batch: BatchHeader, record: LogRecord) -> None:
         if record.key is None:
@@ -141,9 +153,11 @@ class ShareStateShard:
         k = (key.group_id, key.topic_id, key.partition)
         if record.value is None:
             self.states.pop(k, None)
+            self.snapshot_offsets.pop(k, None)
             return
         value = decode_value(key.kind, bytes(record.value))
         if key.kind == SNAPSHOT:
+            self.snapshot_offsets[k] = record.offset
             self.states[k] = ShareState(value.snapshot_epoch, value.state_epoch,
                                         value.leader_epoch, value.start_offset,
                                         combine((), value.batches, value.start_offset),
@@ -162,20 +176,30 @@ class ShareStateShard:
     def on_unloaded(self) -> None:
         self.states.clear()
         self.leader_epochs.clear()
+        self.snapshot_offsets.clear()
 
 
 class ShareStateCoordinator:
     def __init__(self, coordinator_log: CoordinatorLog, partitions: int,
                  updates_per_snapshot: int = 500,
-                 partition_count: Callable[[uuid.UUID], int | None] | None = None) -> None:
+                 partition_count: Callable[[uuid.UUID], int | None] | None = None,
+                 delete_records: Callable[[int, int], int] | None = None,
+                 prune_interval_ms: int = 300_000) -> None:
         self.partitions = partitions
         # the topic's partition count from the metadata (None: no such topic); without
         # it (tests) every topic is taken as existing
         self.partition_count = partition_count
         self.updates_per_snapshot = updates_per_snapshot
+        # told the milliseconds of each write (the metrics' write latency)
+        self.on_write_ms: Callable[[float], None] = lambda _ms: None
+        # DeleteRecords on a state partition (partition, offset) → its new log start
+        self.delete_records = delete_records
+        self.last_pruned: dict[int, int] = {}  # state partition → offset pruned to
         self.runtime: CoordinatorRuntime[ShareStateShard] = CoordinatorRuntime(
             SHARE_STATE_TOPIC, coordinator_log,
             lambda p, timer: ShareStateShard(p, timer))
+        if delete_records is not None:
+            self.runtime.every(prune_interval_ms, self.prune)
 
     def start(self) -> None:
         self.runtime.start()
@@ -231,6 +255,12 @@ class ShareStateCoordinator:
 
     async def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: Sequence[StateBatch]) -> None:
+        started = time.perf_counter()
+        await self._write(key, state_epoch, leader_epoch, start_offset, batches)
+        self.on_write_ms((time.perf_counter() - started) * 1000.0)
+
+    async def _write(self, key: Key, state_epoch: int, leader_epoch: int,
+                     start_offset: int, batches: Sequence[StateBatch]) -> None:
         self._check(key)
         p, shard = self._shard(key)
         known = shard.leader_epochs.get(key)
@@ -254,8 +284,10 @@ class ShareStateCoordinator:
                 now if current is None else current.create_ms, now)
             record = (encode_key(ShareStateKey(SNAPSHOT, *key)),
                       encode_value(SNAPSHOT, new.as_value()))
-            await self.runtime.write(p, [record])
+            offset = await self.runtime.write(p, [record])
             shard.states[key] = new
+            if offset is not None:
+                shard.snapshot_offsets[key] = offset
         else:
             update = StateValue(current.snapshot_epoch, leader_epoch, start_offset,
                                 combine((), batches, -1))
@@ -281,10 +313,12 @@ class ShareStateCoordinator:
         now = int(time.time() * 1000)
         new = ShareState(0 if current is None else current.snapshot_epoch + 1, state_epoch,
                          -1, start_offset, (), now, now)
-        await self.runtime.write(p, [(encode_key(ShareStateKey(SNAPSHOT, *key)),
-                                      encode_value(SNAPSHOT, new.as_value()))])
+        offset = await self.runtime.write(p, [(encode_key(ShareStateKey(SNAPSHOT, *key)),
+                                               encode_value(SNAPSHOT, new.as_value()))])
         shard.states[key] = new
         shard.leader_epochs.pop(key, None)
+        if offset is not None:
+            shard.snapshot_offsets[key] = offset
 
     # ---- DeleteShareGroupState (86) --------------------------------------------------
 
@@ -297,6 +331,21 @@ class ShareStateCoordinator:
                                      (encode_key(ShareStateKey(UPDATE, *key)), None)])
         shard.states.pop(key, None)
         shard.leader_epochs.pop(key, None)
+        shard.snapshot_offsets.pop(key, None)
+
+    # ---- pruning `__share_group_state` -----------------------------------------------
+
+    async def prune(self) -> None:
+        """Delete what no share-partition needs from each state partition led here:
+        the records below the oldest of their latest snapshots (as Kafka's
+        ShareCoordinatorService, only when that offset moved since the last prune)."""
+        if self.delete_records is None:
+            return
+        for shard in list(self.runtime.active_shards()):
+            offset = shard.redundant_offset()
+            if offset is None or offset <= self.last_pruned.get(shard.partition, 0):
+                continue
+            self.last_pruned[shard.partition] = self.delete_records(shard.partition, offset)
 
     def keys_of(self, group_id: str) -> list[Key]:
         """The share-partitions of `group_id` with state on this broker."""

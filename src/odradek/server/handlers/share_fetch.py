@@ -112,6 +112,7 @@ async def _fetch(ctx: RequestContext, request: Any, group_id: str, member_id: st
     answers, acquired = manager.acquire(group_id, member_id, tps, request.max_bytes,
                                         max_records)
     answers += denied
+    manager.count_fetch(answers)
     max_wait_ms = to_ms(request.max_wait)
     if acquired or max_wait_ms <= 0 or not tps or any(a.error for a in answers):
         return _response(ctx, answers, acks, epoch == INITIAL_EPOCH)
