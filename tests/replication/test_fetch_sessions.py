@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from odradek.protocol.records import NewRecord, encode_batch
 from odradek.replication.channel import BrokerChannel
 from odradek.replication.partition import now_ms
 from odradek.replication.settings import ReplicaSettings
-from tests.replication.inproc import Cluster, produce, until
+from tests.replication.inproc import FAST, Cluster, produce, until
 from tests.replication.test_replication_inproc import run
 
 FETCH = request_class(1, 11)
@@ -213,3 +214,39 @@ def test_acks_all_produces_on_one_connection_are_appended_while_earlier_ones_wai
 
     slow = ReplicaSettings(lag_time_max_ms=30_000, fetch_wait_max_ms=200, fetch_backoff_ms=100)
     run(tmp_path, 2, scenario, settings=slow)
+
+
+def test_partitions_sharing_a_fetch_take_turns_when_each_batch_exceeds_the_limits(
+        tmp_path: Path) -> None:
+    """A follower whose replica.fetch.max.bytes and replica.fetch.response.max.bytes are
+    below a batch gets one batch per fetch (KIP-74), and the partitions of its session
+    take turns (KIP-227): out of the ISR, where its fetches do not move the high
+    watermark, it catches up a backlog on every partition and rejoins the ISR. (The
+    leader used to drop a partition the budget had left out until it was appended to
+    again: the follower stalled after the first batch.)"""
+    limit = 1024
+    settings = replace(FAST, fetch_max_bytes=limit, fetch_response_max_bytes=limit)
+    partitions = 3
+
+    async def scenario(c: Cluster) -> None:
+        c.create_topic("big", (1, 2), partitions=partitions)
+        leader = c.nodes[1]
+        await c.kill(2)
+        for i in range(partitions):
+            c.set_state("big", i, isr=(1,))
+        for n in range(12):  # 12 batches of 8 records of 512 bytes each, per partition
+            for i in range(partitions):
+                records = encode_batch([NewRecord(value=bytes([n]) * 512) for _ in range(8)])
+                assert len(records) > 4 * limit
+                code, _ = await produce(leader, "big", records, acks=1, index=i)
+                assert code == ErrorCode.none
+        follower = await c.restart(2)
+        ends = [leader.partition("big", i).log.log_end_offset for i in range(partitions)]
+        assert ends == [96] * partitions
+        await until(lambda: [follower.partition("big", i).log.log_end_offset
+                             for i in range(partitions)] == ends,
+                    what="the follower's log ends at the leader's")
+        await until(lambda: all(c.state("big", i).isr == (1, 2) for i in range(partitions)),
+                    what="the follower back in every ISR")
+
+    run(tmp_path, 2, scenario, settings)
