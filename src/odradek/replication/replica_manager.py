@@ -589,9 +589,10 @@ class ReplicaManager:
                 session.held.add(key)
                 continue
             budget = min(sp.max_bytes, max(max_bytes - total, 0))
+            first = total == 0
             try:
                 records = lg.read(sp.fetch_offset, budget, max_offset=None,
-                                  min_one_batch=total == 0, file_records=True).records
+                                  min_one_batch=first, file_records=True).records
             except KafkaError as e:
                 out[key] = PartitionRead(p, e, high_watermark=p.high_watermark,
                                          last_stable_offset=p.last_stable_offset,
@@ -611,7 +612,7 @@ class ReplicaManager:
             # fetch's named partitions, and the answer goes out at once (KIP-74/227)
             if records or sp.fetch_offset >= lg.log_end_offset:
                 session.dirty.pop(key, None)
-            else:
+            elif not first:
                 session.dirty.setdefault(key, None)
         return total
 
