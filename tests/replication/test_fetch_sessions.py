@@ -30,15 +30,16 @@ def batch(value: str) -> bytes:
 
 async def fetch(channel: BrokerChannel, replica_id: int, session_id: int, epoch: int,
                 partitions: dict[tuple[str, int], int], max_wait_ms: int = 0,
-                forgotten: dict[str, list[int]] | None = None, leader_epoch: int = 0) -> Any:
+                forgotten: dict[str, list[int]] | None = None, leader_epoch: int = 0,
+                partition_max_bytes: int = 1 << 20, max_bytes: int = 10 << 20) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), offset in partitions.items():
         by_topic.setdefault(topic, []).append(M.FetchPartition(
             partition=index, current_leader_epoch=leader_epoch, fetch_offset=offset,
-            log_start_offset=0, partition_max_bytes=1 << 20))
+            log_start_offset=0, partition_max_bytes=partition_max_bytes))
     body = M.FetchRequest(
         replica_id=replica_id, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-        min_bytes=1, max_bytes=10 << 20, isolation_level=0, session_id=session_id,
+        min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=session_id,
         session_epoch=epoch,
         topics=tuple(M.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
         forgotten_topics_data=tuple(M.ForgottenTopic(topic=t, partitions=tuple(ps))
@@ -250,3 +251,42 @@ def test_partitions_sharing_a_fetch_take_turns_when_each_batch_exceeds_the_limit
                     what="the follower back in every ISR")
 
     run(tmp_path, 2, scenario, settings)
+
+
+def test_a_session_serves_its_partitions_in_turn_one_batch_per_fetch(tmp_path: Path) -> None:
+    """Limits below every batch: each answer carries the first batch of the first
+    partition with data (KIP-74), and the session's order puts a partition that
+    returned records last (KIP-227), so three partitions with a backlog are served
+    round-robin until all are read; none waits for an append to be looked at again."""
+    async def scenario(c: Cluster) -> None:
+        c.create_topic("rr", (1, 9), partitions=3)  # 9: an assigned follower we play
+        leader = c.nodes[1]
+        for n in range(3):
+            for i in range(3):
+                code, _ = await produce(leader, "rr", batch(f"{n}-{i}-" + "x" * 300),
+                                        acks=1, index=i)
+                assert code == ErrorCode.none
+        channel = BrokerChannel("127.0.0.1", leader.port, "fake-follower", 30)
+        limits = {"partition_max_bytes": 100, "max_bytes": 100}
+        try:
+            offsets = {("rr", i): 0 for i in range(3)}
+            served: list[int] = []
+            r = await fetch(channel, 9, 0, 0, offsets, **limits)
+            sid, epoch = r.session_id, 1
+            while True:
+                with_records = {k: p for k, p in answered(r).items() if p.records}
+                assert len(with_records) <= 1  # the budget is spent by the first batch
+                if not with_records:
+                    break
+                (key, _), = with_records.items()
+                served.append(key[1])
+                offsets[key] += 1
+                r = await fetch(channel, 9, sid, epoch, {key: offsets[key]}, **limits)
+                assert r.error_code == ErrorCode.none
+                epoch += 1
+            assert served == [0, 1, 2] * 3
+            assert offsets == {("rr", i): 3 for i in range(3)}
+        finally:
+            channel.close()
+
+    run(tmp_path, 1, scenario)
