@@ -229,3 +229,36 @@ def test_waiting_fetch_wakes_on_new_data(broker: BrokerProcess, topic_name: str)
     c.close()
     assert msg is not None and msg.value() == b"wake up"
     assert elapsed < 1.0, f"the waiting fetch returned after {elapsed:.2f}s"
+
+
+def test_fetch_limits_below_a_batch_still_read_every_partition(broker: BrokerProcess,
+                                                               topic_name: str) -> None:
+    """fetch.max.bytes and max.partition.fetch.bytes below a record batch: each fetch
+    returns the first batch of the first partition with data (KIP-74), so a consumer of
+    several partitions reads all of them to the end."""
+    partitions, records, limit = 3, 200, 1024
+    create_topic(broker.bootstrap, topic_name, partitions)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 100,
+                         "batch.size": 4096, "compression.type": "none"})
+    for i in range(records):
+        for p in range(partitions):
+            producer.produce(topic_name, f"{i:06d}".encode() * 85, partition=p)  # 510 B
+    assert producer.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": topic_name,
+                         "enable.auto.commit": False, "fetch.max.bytes": limit,
+                         # librdkafka wants fetch.max.bytes ≥ its message.max.bytes
+                         "max.partition.fetch.bytes": limit, "message.max.bytes": limit})
+    consumer.assign([TopicPartition(topic_name, p, OFFSET_BEGINNING)
+                     for p in range(partitions)])
+    got: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    deadline = time.monotonic() + 30
+    try:
+        while time.monotonic() < deadline and any(len(v) < records for v in got.values()):
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got[msg.partition()].append(msg.value() or b"")
+    finally:
+        consumer.close()
+    want = [f"{i:06d}".encode() * 85 for i in range(records)]
+    assert {p: len(v) for p, v in got.items()} == dict.fromkeys(range(partitions), records)
+    assert all(v == want for v in got.values())

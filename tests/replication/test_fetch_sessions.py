@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from odradek.protocol.records import NewRecord, encode_batch
 from odradek.replication.channel import BrokerChannel
 from odradek.replication.partition import now_ms
 from odradek.replication.settings import ReplicaSettings
-from tests.replication.inproc import Cluster, produce, until
+from tests.replication.inproc import FAST, Cluster, produce, until
 from tests.replication.test_replication_inproc import run
 
 FETCH = request_class(1, 11)
@@ -29,15 +30,16 @@ def batch(value: str) -> bytes:
 
 async def fetch(channel: BrokerChannel, replica_id: int, session_id: int, epoch: int,
                 partitions: dict[tuple[str, int], int], max_wait_ms: int = 0,
-                forgotten: dict[str, list[int]] | None = None, leader_epoch: int = 0) -> Any:
+                forgotten: dict[str, list[int]] | None = None, leader_epoch: int = 0,
+                partition_max_bytes: int = 1 << 20, max_bytes: int = 10 << 20) -> Any:
     by_topic: dict[str, list[Any]] = {}
     for (topic, index), offset in partitions.items():
         by_topic.setdefault(topic, []).append(M.FetchPartition(
             partition=index, current_leader_epoch=leader_epoch, fetch_offset=offset,
-            log_start_offset=0, partition_max_bytes=1 << 20))
+            log_start_offset=0, partition_max_bytes=partition_max_bytes))
     body = M.FetchRequest(
         replica_id=replica_id, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-        min_bytes=1, max_bytes=10 << 20, isolation_level=0, session_id=session_id,
+        min_bytes=1, max_bytes=max_bytes, isolation_level=0, session_id=session_id,
         session_epoch=epoch,
         topics=tuple(M.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
         forgotten_topics_data=tuple(M.ForgottenTopic(topic=t, partitions=tuple(ps))
@@ -213,3 +215,78 @@ def test_acks_all_produces_on_one_connection_are_appended_while_earlier_ones_wai
 
     slow = ReplicaSettings(lag_time_max_ms=30_000, fetch_wait_max_ms=200, fetch_backoff_ms=100)
     run(tmp_path, 2, scenario, settings=slow)
+
+
+def test_partitions_sharing_a_fetch_take_turns_when_each_batch_exceeds_the_limits(
+        tmp_path: Path) -> None:
+    """A follower whose replica.fetch.max.bytes and replica.fetch.response.max.bytes are
+    below a batch gets one batch per fetch (KIP-74), and the partitions of its session
+    take turns (KIP-227): out of the ISR, where its fetches do not move the high
+    watermark, it catches up a backlog on every partition and rejoins the ISR. (The
+    leader used to drop a partition the budget had left out until it was appended to
+    again: the follower stalled after the first batch.)"""
+    limit = 1024
+    settings = replace(FAST, fetch_max_bytes=limit, fetch_response_max_bytes=limit)
+    partitions = 3
+
+    async def scenario(c: Cluster) -> None:
+        c.create_topic("big", (1, 2), partitions=partitions)
+        leader = c.nodes[1]
+        await c.kill(2)
+        for i in range(partitions):
+            c.set_state("big", i, isr=(1,))
+        for n in range(12):  # 12 batches of 8 records of 512 bytes each, per partition
+            for i in range(partitions):
+                records = encode_batch([NewRecord(value=bytes([n]) * 512) for _ in range(8)])
+                assert len(records) > 4 * limit
+                code, _ = await produce(leader, "big", records, acks=1, index=i)
+                assert code == ErrorCode.none
+        follower = await c.restart(2)
+        ends = [leader.partition("big", i).log.log_end_offset for i in range(partitions)]
+        assert ends == [96] * partitions
+        await until(lambda: [follower.partition("big", i).log.log_end_offset
+                             for i in range(partitions)] == ends,
+                    what="the follower's log ends at the leader's")
+        await until(lambda: all(c.state("big", i).isr == (1, 2) for i in range(partitions)),
+                    what="the follower back in every ISR")
+
+    run(tmp_path, 2, scenario, settings)
+
+
+def test_a_session_serves_its_partitions_in_turn_one_batch_per_fetch(tmp_path: Path) -> None:
+    """Limits below every batch: each answer carries the first batch of the first
+    partition with data (KIP-74), and the session's order puts a partition that
+    returned records last (KIP-227), so three partitions with a backlog are served
+    round-robin until all are read; none waits for an append to be looked at again."""
+    async def scenario(c: Cluster) -> None:
+        c.create_topic("rr", (1, 9), partitions=3)  # 9: an assigned follower we play
+        leader = c.nodes[1]
+        for n in range(3):
+            for i in range(3):
+                code, _ = await produce(leader, "rr", batch(f"{n}-{i}-" + "x" * 300),
+                                        acks=1, index=i)
+                assert code == ErrorCode.none
+        channel = BrokerChannel("127.0.0.1", leader.port, "fake-follower", 30)
+        limits = {"partition_max_bytes": 100, "max_bytes": 100}
+        try:
+            offsets = {("rr", i): 0 for i in range(3)}
+            served: list[int] = []
+            r = await fetch(channel, 9, 0, 0, offsets, **limits)
+            sid, epoch = r.session_id, 1
+            while True:
+                with_records = {k: p for k, p in answered(r).items() if p.records}
+                assert len(with_records) <= 1  # the budget is spent by the first batch
+                if not with_records:
+                    break
+                (key, _), = with_records.items()
+                served.append(key[1])
+                offsets[key] += 1
+                r = await fetch(channel, 9, sid, epoch, {key: offsets[key]}, **limits)
+                assert r.error_code == ErrorCode.none
+                epoch += 1
+            assert served == [0, 1, 2] * 3
+            assert offsets == {("rr", i): 3 for i in range(3)}
+        finally:
+            channel.close()
+
+    run(tmp_path, 1, scenario)

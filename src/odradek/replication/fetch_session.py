@@ -15,6 +15,13 @@ tells the sessions registered with it (`Partition.sessions`) when it appends (wh
 also wakes the session's waiting fetch) and when its high watermark or role moves;
 the session keeps those keys in `dirty` until an answer has carried them.
 
+The response budget (`max_bytes`, and each partition's) is spent in the session's order,
+as Kafka's FetchSession keeps it: `dirty` is ordered, oldest first, and a partition that
+returned records leaves it (the follower names it next, after those still waiting), so
+one that the budget left out keeps its place and is read first next time (KIP-74: the
+first partition with data always returns a whole batch; KIP-227: a partition that
+returned data moves to the end). None waits behind partitions that never run dry.
+
 Errors as Kafka's FetchSession: an unknown session id is FETCH_SESSION_ID_NOT_FOUND,
 a wrong epoch INVALID_FETCH_SESSION_EPOCH; the follower then starts a new session with
 a full fetch. Sessions unused for `SESSION_IDLE_MS` are dropped when new ones come.
@@ -60,7 +67,8 @@ class ReplicaFetchSession:
         self.replica_id = replica_id
         self.epoch = 1  # the epoch the next incremental fetch must carry
         self.partitions: dict[SessionKey, SessionPartition] = {}
-        self.dirty: set[SessionKey] = set()
+        # an ordered set: keys with something to tell the follower, oldest first
+        self.dirty: dict[SessionKey, None] = {}
         # throttled partitions left out of the last answer (KIP-73), to look at again
         self.held: set[SessionKey] = set()
         self.waiter: DelayedFetch | None = None
@@ -69,12 +77,12 @@ class ReplicaFetchSession:
     # ---- what partitions tell us --------------------------------------------------
 
     def on_data(self, key: SessionKey, nbytes: int) -> None:
-        self.dirty.add(key)
+        self.dirty[key] = None
         if self.waiter is not None:
             self.waiter.on_append(nbytes)
 
     def on_change(self, key: SessionKey, wake: bool = False) -> None:
-        self.dirty.add(key)
+        self.dirty[key] = None
         if wake and self.waiter is not None:
             self.waiter.complete()
 
@@ -95,7 +103,7 @@ class ReplicaFetchSession:
 
     def forget(self, key: SessionKey) -> None:
         sp = self.partitions.pop(key, None)
-        self.dirty.discard(key)
+        self.dirty.pop(key, None)
         if sp is not None and sp.partition is not None:
             sp.partition.sessions.pop(self, None)
 

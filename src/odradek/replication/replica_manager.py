@@ -551,7 +551,7 @@ class ReplicaManager:
         for key in keys:
             sp = session.partitions.get(key)
             if sp is None:
-                session.dirty.discard(key)
+                session.dirty.pop(key, None)
                 continue
             p = sp.partition
             error = sp.error
@@ -568,11 +568,11 @@ class ReplicaManager:
                         error = e
             if p is None or error is not None:
                 out[key] = PartitionRead(None, error)
-                session.dirty.discard(key)
+                session.dirty.pop(key, None)
                 continue
             if not p.is_assigned(replica_id):
                 out[key] = _unassigned(p)
-                session.dirty.discard(key)
+                session.dirty.pop(key, None)
                 # looked at again next time: a reassignment's new follower may fetch
                 # before this leader learns it is one, and would otherwise wait forever
                 session.held.add(key)
@@ -585,18 +585,19 @@ class ReplicaManager:
             if throttled and self._hold_back(p, replica_id):
                 # left out of this answer, not delayed with it (KIP-73); it does not
                 # make the answer go out early either
-                session.dirty.discard(key)
+                session.dirty.pop(key, None)
                 session.held.add(key)
                 continue
             budget = min(sp.max_bytes, max(max_bytes - total, 0))
+            first = total == 0
             try:
                 records = lg.read(sp.fetch_offset, budget, max_offset=None,
-                                  min_one_batch=total == 0, file_records=True).records
+                                  min_one_batch=first, file_records=True).records
             except KafkaError as e:
                 out[key] = PartitionRead(p, e, high_watermark=p.high_watermark,
                                          last_stable_offset=p.last_stable_offset,
                                          log_start_offset=lg.log_start_offset)
-                session.dirty.discard(key)
+                session.dirty.pop(key, None)
                 continue
             total += len(records)
             if throttled:
@@ -605,10 +606,14 @@ class ReplicaManager:
             if records or hw != sp.sent_hw or lso != sp.sent_lso or start != sp.sent_log_start:
                 out[key] = PartitionRead(p, None, records, hw, lso, start)
                 sp.sent_hw, sp.sent_lso, sp.sent_log_start = hw, lso, start
-            # with records the follower names it again at its new offset; without, it
-            # stays to look at while there is more than the budget let through
+            # with records the follower names it again at its new offset (and it is
+            # read after those still waiting); without, while the log holds more, the
+            # budget was spent before it: it waits in its place, ahead of the next
+            # fetch's named partitions, and the answer goes out at once (KIP-74/227)
             if records or sp.fetch_offset >= lg.log_end_offset:
-                session.dirty.discard(key)
+                session.dirty.pop(key, None)
+            elif not first:
+                session.dirty.setdefault(key, None)
         return total
 
     def _leader_throttled(self, p: Partition) -> bool:
