@@ -25,7 +25,7 @@ run: $(STAMP)
 test: $(STAMP)
 	./scripts/install-system-deps
 	$(MAKE) --no-print-directory $(JS_STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
