@@ -43,8 +43,8 @@ def broker(
 
     Its partitions live in data/ of the data home unless log.dirs names other folders.
     """
-    from odradek.server.broker import HostedService, run_broker
     from odradek.server.config import BrokerConfig
+    from odradek.server.run import HostedService, run_broker
 
     setup_logging(log_level)
     overrides = parse_pairs(override, "override")

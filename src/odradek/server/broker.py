@@ -19,17 +19,16 @@ import functools
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker_properties import BROKER_CONFIGS
 from odradek.cluster.controller import Controller, MetadataController
 from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo, uuid_to_kafka
 from odradek.cluster.store import FileMetadataStore
-from odradek.configdef import ConfigError
 from odradek.coordinator.share import ShareConfig, ShareGroups
 from odradek.coordinator.share.state import SHARE_STATE_TOPIC
 from odradek.coordinator.txn import TRANSACTION_STATE_TOPIC
@@ -72,7 +71,6 @@ from odradek.storage.checkpoints import (
 from odradek.storage.cleaner_manager import CleanerConfig, owner_via
 from odradek.storage.descriptors import DescriptorReserve
 from odradek.storage.log_config import LogConfig
-from odradek.storage.log_dir_scan import StartupAborted
 from odradek.storage.manager import LogManager
 
 if TYPE_CHECKING:
@@ -556,60 +554,3 @@ class Broker:
             if now - conn.last_active > limit and conn.idle:
                 conn.close()
         self.metrics.connections.set(len(self.connections))
-
-
-class HostedService(Protocol):
-    """A client app a composition root runs in the broker's process (the schema registry,
-    `schema.registry.listeners`): started once the broker listens, stopped before it."""
-
-    async def start(self, bootstrap: str) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-def refuse_unhosted(config: BrokerConfig, hosted: Sequence[HostedService]) -> None:
-    """server/ hosts no client app itself: a composition root that does not bring the
-    registry must not let `schema.registry.listeners` pass as if it were served."""
-    if config["schema.registry.listeners"] and not hosted:
-        raise ConfigError("schema.registry.listeners: this process hosts no schema registry "
-                          "(`odradek broker` does; or run `odradek schema-registry`)")
-
-
-async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | None = None,
-                     stop: asyncio.Event | None = None,
-                     hosted: Sequence[HostedService] = ()) -> None:
-    """Run a broker until `stop` is set or SIGINT/SIGTERM arrives."""
-    import signal
-
-    refuse_unhosted(config, hosted)
-    broker = Broker(config)
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    # Before the start: a SIGTERM during a long start-up (thousands of partitions to
-    # load) stops the broker at once, not once it has finished starting.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    starting = asyncio.ensure_future(broker.start())
-    stopped = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait((starting, stopped), return_when=asyncio.FIRST_COMPLETED)
-        if not starting.done():
-            log.info("stop requested during start-up: stopping")
-            broker.abort_start()
-            starting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, StartupAborted):
-                await starting
-            return
-        starting.result()  # a failed start raises here
-        for service in hosted:
-            await service.start(broker.plaintext_bootstrap())
-        if ready is not None:
-            ready(broker)
-        await stopped
-    finally:
-        stopped.cancel()
-        for service in reversed(hosted):
-            await service.stop()
-        await broker.stop()
-

@@ -245,7 +245,8 @@ class EmbeddedBroker:
             loop.close()
 
     async def _main(self, config: Any, ready: concurrent.futures.Future[None]) -> None:
-        from odradek.server.broker import Broker, refuse_unhosted
+        from odradek.server.broker import Broker
+        from odradek.server.run import refuse_unhosted
         from odradek.testing.fault_step import FaultStep
 
         self._stop_event = asyncio.Event()
