@@ -208,6 +208,12 @@ BROKER_CONFIGS = ConfigTable(
                   "Samples kept for client quota rates.", minimum=1, read_only=True),
         ConfigDef("quota.window.size.seconds", _T.INT, 1,
                   "Time span of one client quota sample.", minimum=1, read_only=True),
+        ConfigDef("controller.quota.window.num", _T.INT, 11,
+                  "Windows in a controller_mutation_rate burst (burst = rate x num x "
+                  "size).", minimum=1, read_only=True),
+        ConfigDef("controller.quota.window.size.seconds", _T.INT, 1,
+                  "Seconds of one controller_mutation_rate window.", minimum=1,
+                  read_only=True),
         ConfigDef("leader.replication.throttled.rate", _T.LONG, LONG_MAX,
                   "Bytes/s a leader returns to followers for throttled replicas "
                   "(leader.replication.throttled.replicas).", minimum=0),

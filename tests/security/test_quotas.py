@@ -103,7 +103,8 @@ def test_an_obedient_producer_is_held_to_its_byte_rate(rate_limit: float) -> Non
         ({"ip": "1.2.3.4", "user": "a"}, CONNECTION_CREATION_RATE, 1.0, "IP entity should"),
         ({"ip": "not an ip"}, CONNECTION_CREATION_RATE, 1.0, "is not a valid IP"),
         ({"ip": "1.2.3.4"}, P, 1.0, f"Invalid configuration key {P}"),
-        ({"user": "a"}, "controller_mutation_rate", 1.0, "not enforced"),
+        ({"ip": "1.2.3.4"}, "controller_mutation_rate", 1.0, "Invalid configuration key"),
+        ({"user": "a"}, "controller_mutation_rate", -1.0, "must be greater than 0"),
     ],
 )
 def test_quotas_kafka_refuses_are_refused(entity: dict[str, str | None], key: str,

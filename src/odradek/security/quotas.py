@@ -27,9 +27,10 @@ from odradek.protocol.errors import ErrorCode, KafkaError
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"  # mutation_quota.py enforces it
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 USER_CLIENT_KEYS = {PRODUCER_BYTE_RATE: "LONG", CONSUMER_BYTE_RATE: "LONG",
-                    REQUEST_PERCENTAGE: "DOUBLE"}
+                    REQUEST_PERCENTAGE: "DOUBLE", CONTROLLER_MUTATION_RATE: "DOUBLE"}
 IP_KEYS = {CONNECTION_CREATION_RATE: "INT"}
 DEFAULT = "<default>"  # how ZooKeeper and the tools name a default entity
 NANOS_TO_PERCENTAGE = 100.0 / 1e9  # one thread fully busy for a second = 100%
@@ -147,8 +148,6 @@ def validate_alteration(entity: Mapping[str, str | None], key: str, value: float
     else:
         keys = USER_CLIENT_KEYS
     if key not in keys:
-        if key == "controller_mutation_rate":
-            raise InvalidQuota("controller_mutation_rate is not enforced by odradek")
         raise InvalidQuota(f"Invalid configuration key {key}")
     if value is None:
         return

@@ -116,7 +116,9 @@ class Broker:
         self.transactions: BrokerTransactions
         self.pipeline: RequestPipeline
         self.quotas = QuotaStep({}, int(config["quota.window.num"]),
-                                int(config["quota.window.size.seconds"]) * 1000)
+                                int(config["quota.window.size.seconds"]) * 1000,
+                                int(config["controller.quota.window.num"]),
+                                int(config["controller.quota.window.size.seconds"]) * 1000)
         self.connection_limits = ConnectionLimits.from_config(
             config.__getitem__, config.security_props, [li.name for li in config.listeners],
             lambda: self.quotas.configs, self.quotas.samples, self.quotas.window_ms)

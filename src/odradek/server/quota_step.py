@@ -4,7 +4,9 @@
 Every request of a quota-bound client is recorded against its quotas — Produce its
 request size on `producer_byte_rate`, Fetch its response size on
 `consumer_byte_rate`, and every request its handling time on `request_percentage` —
-and answered at once, its `throttle_time_ms` set to how long the client is over.
+and answered at once (CreateTopics, CreatePartitions and DeleteTopics also get their
+client's `controller_mutation_rate` quota, which the handlers charge per topic: see
+security/mutation_quota.py), its `throttle_time_ms` set to how long the client is over.
 The connection is then muted for that long (connection.py reads `Channel.throttle_ms`
 after it sends the response): the broker reads nothing more from a throttled client,
 however it behaves, and a well-behaved client also backs off by itself. A throttled
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.protocol.fetch_response import encode_fetch_response
+from odradek.security.mutation_quota import STRICT_SINCE, ControllerMutationQuotaManager
 from odradek.security.quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
@@ -51,12 +54,15 @@ class Channel:
 
 class QuotaStep:
     def __init__(self, stored: Mapping[str, Mapping[str, str]], samples: int = 11,
-                 window_ms: int = 1000) -> None:
+                 window_ms: int = 1000, controller_samples: int = 11,
+                 controller_window_ms: int = 1000) -> None:
         self.configs = QuotaConfigs.from_stored(stored)
         self.samples, self.window_ms = samples, window_ms
         self.produce = ClientQuotaManager(self.configs, PRODUCER_BYTE_RATE, samples, window_ms)
         self.fetch = ClientQuotaManager(self.configs, CONSUMER_BYTE_RATE, samples, window_ms)
         self.request = ClientQuotaManager(self.configs, REQUEST_PERCENTAGE, samples, window_ms)
+        self.mutation = ControllerMutationQuotaManager(self.configs, controller_samples,
+                                                       controller_window_ms)
 
     @property
     def active(self) -> bool:
@@ -67,6 +73,7 @@ class QuotaStep:
         self.configs = QuotaConfigs.from_stored(stored)
         for manager in (self.produce, self.fetch, self.request):
             manager.configs = self.configs
+        self.mutation.configs = self.configs
 
     @staticmethod
     def _who(ctx: RequestContext) -> tuple[str, str]:
@@ -74,7 +81,13 @@ class QuotaStep:
         return user, ctx.header.client_id or ""
 
     def prepare(self, ctx: RequestContext, request: Any) -> Any:
-        """A consumer fetch asks for no more than its quota passes in one window."""
+        """A consumer fetch asks for no more than its quota passes in one window; a
+        topic mutation gets its client's controller mutation quota."""
+        if ctx.header.api_key in STRICT_SINCE:
+            user, client_id = self._who(ctx)
+            ctx.mutation_quota = self.mutation.quota_for(
+                user, client_id, ctx.header.api_key, ctx.version, int(time.monotonic() * 1000))
+            return request
         if ctx.header.api_key != FETCH or replica_id_of(request) >= 0:
             return request
         user, client_id = self._who(ctx)
@@ -104,6 +117,8 @@ class QuotaStep:
         if api_key == PRODUCE:
             throttle = max(throttle, self.produce.record(user, client_id, ctx.request_size,
                                                          now))
+        elif ctx.mutation_quota is not None:
+            throttle = max(throttle, ctx.mutation_quota.throttle_time(now))
         elif api_key == FETCH and isinstance(result, Encoded):
             size = len(result.frame) - 4
             fetch_throttle = self.fetch.record(user, client_id, size, now)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import importlib
+import time
 import types
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
@@ -28,6 +29,7 @@ from odradek.server.replies import CLOSE_CONNECTION as CLOSE_CONNECTION
 if TYPE_CHECKING:
     from odradek.cluster.controller import MetadataController
     from odradek.coordinator.group import GroupCoordinator
+    from odradek.security.mutation_quota import MutationQuota
     from odradek.server.listener_security import ConnectionSecurity
     from odradek.server.metrics import BrokerMetrics
     from odradek.server.ports import ConfigView, Ports, Replicas
@@ -82,6 +84,15 @@ class RequestContext:
     topic_denied: Callable[[str], bool] | None = None
     topic_creatable: Callable[[str], bool] | None = None
     request_size: int = 0  # the frame's bytes, for the produce quota
+    # set by the throttle step for CreateTopics, CreatePartitions and DeleteTopics of a
+    # client under a controller_mutation_rate quota
+    mutation_quota: MutationQuota | None = None
+
+    def record_mutation(self, partitions: int) -> None:
+        """Charge `partitions` created, added or deleted to the client's mutation quota
+        (ThrottlingQuotaExceeded when a strict quota is spent)."""
+        if self.mutation_quota is not None:
+            self.mutation_quota.record(partitions, int(time.monotonic() * 1000))
 
     @property
     def principal(self) -> str:

@@ -31,6 +31,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
             assignments = (
                 [tuple(a.broker_ids) for a in t.assignments] if t.assignments else None
             )
+            if ctx.mutation_quota is not None:
+                # valid first, then the partitions added are charged (as Kafka's controller)
+                await ctx.metadata.create_partitions(t.name, t.count, assignments,
+                                                     validate_only=True)
+                ctx.record_mutation(t.count - len(ctx.metadata.image.topics[t.name].partitions))
             await ctx.metadata.create_partitions(
                 t.name, t.count, assignments, validate_only=request.validate_only
             )

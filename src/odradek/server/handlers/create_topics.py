@@ -40,14 +40,26 @@ async def _create(ctx: RequestContext, t: Any, validate_only: bool, seen: set[st
             raise InvalidRequest(f"Duplicate config key {c.name}")
         configs[c.name] = c.value
     assignments = {a.partition_index: tuple(a.broker_ids) for a in t.assignments} or None
-    topic = await controller.create_topic(
-        t.name,
-        num_partitions=t.num_partitions,
-        replication_factor=t.replication_factor,
-        assignments=assignments,
-        configs=configs,
-        validate_only=validate_only,
-    )
+
+    async def create(validate: bool) -> Any:
+        return await controller.create_topic(
+            t.name,
+            num_partitions=t.num_partitions,
+            replication_factor=t.replication_factor,
+            assignments=assignments,
+            configs=configs,
+            validate_only=validate,
+        )
+
+    if ctx.mutation_quota is not None:
+        # as Kafka's controller: a valid topic's partitions are charged before it is
+        # created (a validate-only request too), an invalid one answers its own error
+        topic = await create(True)
+        ctx.record_mutation(len(topic.partitions))
+        if not validate_only:
+            topic = await create(False)
+    else:
+        topic = await create(validate_only)
     entries = [] if validate_only else describe_topic(ctx.ports, t.name)
     return build(
         schema.CreatableTopicResult,

@@ -27,9 +27,11 @@ async def handle(ctx: RequestContext, request: Any) -> Any:
                 if info is None:
                     raise UnknownTopicId(f"Topic id {topic_id} does not exist.")
                 name = info.name
-            deleted = await controller.delete_topic(
-                name, enabled=bool(ctx.config["delete.topic.enable"])
-            )
+            enabled = bool(ctx.config["delete.topic.enable"])
+            existing = controller.image.topics.get(name)
+            if enabled and existing is not None:
+                ctx.record_mutation(len(existing.partitions))  # partitions deleted
+            deleted = await controller.delete_topic(name, enabled=enabled)
             results.append(build(schema.DeletableTopicResult, name=name,
                                  topic_id=deleted.topic_id, error_code=ErrorCode.none))
         except KafkaError as e:
