@@ -1,8 +1,8 @@
 """Client quotas on a ZooKeeper cluster, in Kafka's layout: AlterClientQuotas through one
 broker writes `/config/users/<u>[/clients/<c>]` and `/config/clients/<c>` as Kafka's
 AdminZkClient does (a config znode and a change notification), keeping a user's other
-keys; every broker serves them, and one written into ZooKeeper by another tool is
-picked up by every broker."""
+keys, controller_mutation_rate as the other quotas; every broker serves them, and one
+written into ZooKeeper by another tool is picked up by every broker."""
 
 from __future__ import annotations
 
@@ -48,16 +48,20 @@ def test_quotas_live_in_kafkas_znodes_and_every_broker_serves_them(
         assert q.alter({"user": "alice"}, {"producer_byte_rate": 1024})[0] == 0
         assert q.alter({"user": "alice", "client-id": None},
                        {"request_percentage": 25.5})[0] == 0
+        assert q.alter({"client-id": "builder"}, {"controller_mutation_rate": 10})[0] == 0
         q.close()
         data, _ = zk.get("/config/users/alice")
         assert json.loads(data) == {"version": 1, "config": {
             "SCRAM-SHA-512": "salt=x,iterations=4096", "producer_byte_rate": "1024"}}
         data, _ = zk.get("/config/users/alice/clients/<default>")
         assert json.loads(data)["config"] == {"request_percentage": "25.5"}
+        data, _ = zk.get("/config/clients/builder")
+        assert json.loads(data)["config"] == {"controller_mutation_rate": "10.0"}
         changes = [json.loads(zk.get(f"/config/changes/{c}")[0])["entity_path"]
                    for c in zk.get_children("/config/changes")]
         assert "users/alice" in changes and "users/alice/clients/<default>" in changes
         expected = {(("user", "alice"),): {"producer_byte_rate": 1024.0},
+                    (("client-id", "builder"),): {"controller_mutation_rate": 10.0},
                     (("user", "alice"), ("client-id", None)): {"request_percentage": 25.5}}
         assert zk_cluster.wait_for(
             lambda: _described(zk_cluster.broker(2).bootstrap) == expected or None, 30)
