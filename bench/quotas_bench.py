@@ -3,6 +3,9 @@
 - the throttle step's work for one produce request (QuotaStep.finish: request time
   and bytes recorded, precedence resolved), with 1, 1,000 and 10,000 configured
   entities and as many distinct clients;
+- a CreateTopics of one topic under a controller_mutation_rate quota (the request's
+  quota resolved in prepare, its partition charged, its throttle read in finish), with
+  1, 1,000 and 10,000 configured entities;
 - reloading the quotas after an AlterClientQuotas (QuotaConfigs.from_stored), at the
   same sizes;
 - ConnectionLimits.admit + release with 1, 1,000 and 10,000 connections open.
@@ -48,6 +51,22 @@ def bench_finish(n: int, calls: int = 50_000) -> float:
     return (time.perf_counter() - started) / calls * 1e6
 
 
+def bench_mutation(n: int, calls: int = 50_000) -> float:
+    stored = {f"/config/clients/c{i}": {"controller_mutation_rate": str(10**9)}
+              for i in range(n)}
+    step = QuotaStep(stored)
+    headers = [RequestHeader(19, 7, 1, f"c{i % n}") for i in range(min(n, calls))]
+    request, channel = object(), Channel()
+    started = time.perf_counter()
+    for i in range(calls):
+        ctx = RequestContext(ports=None, header=headers[i % len(headers)],  # type: ignore[arg-type]
+                             client_host="127.0.0.1", client_port=1, listener="PLAINTEXT")
+        step.prepare(ctx, request)
+        ctx.record_mutation(1)
+        step.finish(ctx, request, None, 20_000, channel)
+    return (time.perf_counter() - started) / calls * 1e6
+
+
 def bench_reload(n: int) -> float:
     stored = _stored(n)
     step = QuotaStep(stored)
@@ -76,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     rows: list[tuple[str, Any, Any, Any]] = [
         ("throttle step per produce (µs)",
          *(min(bench_finish(n) for _ in range(args.repeat)) for n in SIZES)),
+        ("CreateTopics, mutation quota (µs)",
+         *(min(bench_mutation(n) for _ in range(args.repeat)) for n in SIZES)),
         ("reload after AlterClientQuotas (ms)",
          *(min(bench_reload(n) for _ in range(args.repeat)) for n in SIZES)),
         ("connection admit + release (µs)",
