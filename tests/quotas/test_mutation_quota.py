@@ -1,9 +1,12 @@
-"""controller_mutation_rate (KIP-599) on a live broker. With confluent-kafka (librdkafka
-sends CreateTopics v4, DeleteTopics v3, CreatePartitions v1: versions before the strict
-ones) a user over the rate sees every topic created and the throttle reported
-(throttle_cb), and its next admin request waits; another user on the same broker is not
-slowed. Newer versions (CreateTopics v6+, CreatePartitions v3+, DeleteTopics v5+) refuse
-the topics past the burst with THROTTLING_QUOTA_EXCEEDED and leave them unchanged.
+"""controller_mutation_rate (KIP-599) on a live broker.
+
+With confluent-kafka (librdkafka 2.16 sends CreateTopics v4, DeleteTopics v4,
+CreatePartitions v2: versions before the strict ones, so it never sees
+THROTTLING_QUOTA_EXCEEDED) a user over the rate sees every topic created and the
+throttle reported (throttle_cb), and its next admin request waits; another user on the
+same broker is not slowed. Newer versions (CreateTopics v6+, CreatePartitions v3+,
+DeleteTopics v5+) refuse the topics past the burst with THROTTLING_QUOTA_EXCEEDED and
+leave them unchanged.
 
 Set with `odradek configs alter --entity-type users --entity-name alice --add-config
 controller_mutation_rate=8` and shown by `odradek configs describe`.
@@ -98,9 +101,9 @@ def test_a_user_is_held_to_its_mutation_rate_and_another_is_not(
     # request waits them out (the broker reads nothing more from her connection)
     alice_throttles, alice_s = _create_delete_create(port, "alice")
     bob_throttles, bob_s = _create_delete_create(port, "bob")
-    assert alice_throttles and max(alice_throttles) >= 1.0  # seconds
+    assert alice_throttles and max(alice_throttles) >= 0.8  # seconds
     assert not bob_throttles
-    assert alice_s >= 1.0 and bob_s < alice_s / 2
+    assert alice_s >= 0.8 and bob_s < alice_s / 2
 
 
 def _wire(broker: BrokerProcess, client_id: str) -> WireClient:
@@ -121,14 +124,15 @@ def test_new_versions_refuse_the_topics_past_the_burst(
     broker, _ = mutation_broker
     _set(broker, {"client-id": "greedy"}, 1.0)  # a burst of 2 partitions
     with _wire(broker, "greedy") as w:
-        # the first topic may take the bucket below zero (2 - 3 = -1); the next is refused
-        first = _create(w, 7, {"greedy-a": 3, "greedy-b": 1})
+        # the first topic may take the bucket below zero (2 - 5 = -3); the next is refused
+        first = _create(w, 7, {"greedy-a": 5, "greedy-b": 1})
         a, b = first.topics
-        assert a.error_code == ErrorCode.none and a.num_partitions == 3
+        assert a.error_code == ErrorCode.none and a.num_partitions == 5
         assert b.error_code == ErrorCode.throttling_quota_exceeded == 89
         assert b.error_message == "The throttling quota has been exceeded."
-        # -1 token at 1 a second: about a second to wait
-        assert 500 <= first.throttle_time.total_seconds() * 1000 <= 1000
+        # -3 tokens at 1 a second: up to three seconds to wait
+        assert 1000 < first.throttle_time.total_seconds() * 1000 <= 3000
+    with _wire(broker, "greedy") as w:  # a new connection: not muted, the same bucket
         # a v5 request (before KIP-599) is throttled, never refused
         old = _create(w, 5, {"greedy-b": 2})
         assert old.topics[0].error_code == ErrorCode.none
@@ -140,10 +144,11 @@ def test_new_versions_refuse_the_topics_past_the_burst(
 
 def test_deletions_and_new_partitions_are_charged_too(
         mutation_broker: tuple[BrokerProcess, int]) -> None:
+    # at 1 a second (a burst of 2), the first topic's 5 partitions take the bucket to -3
     broker, _ = mutation_broker
     with _wire(broker, "setup") as w:
         assert all(t.error_code == 0 for t in _create(w, 7, {
-            "del-a": 3, "del-b": 1, "grow-a": 1, "grow-b": 1}).topics)
+            "del-a": 5, "del-b": 1, "grow-a": 1, "grow-b": 1}).topics)
     _set(broker, {"client-id": "deleter"}, 1.0)
     _set(broker, {"client-id": "grower"}, 1.0)
     with _wire(broker, "deleter") as w:
@@ -158,7 +163,7 @@ def test_deletions_and_new_partitions_are_charged_too(
     with _wire(broker, "grower") as w:
         schema = w.schema(37, 3)
         response = w.call(37, 3, topics=tuple(
-            make(schema.CreatePartitionsTopic, name=n, count=4, assignments=None)
+            make(schema.CreatePartitionsTopic, name=n, count=6, assignments=None)
             for n in ("grow-a", "grow-b")), timeout=30_000 * MS, validate_only=False)
         codes = {r.name: r.error_code for r in response.results}
         assert codes == {"grow-a": ErrorCode.none,
