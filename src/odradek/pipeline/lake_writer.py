@@ -159,6 +159,8 @@ class LakeWriter:
     # Bad records a batch may have for the driver to quarantine them from the inference
     # pass (each value at most quarantine_collect_bytes); more, and Spark writes them in
     # a pass of their own. Bounds what the driver receives: 10,000 x 64 KiB at worst.
+    # (The aggregate's buffer holds a batch's small bad records before the slice: no more
+    # than the batch itself, which Spark holds persisted already.)
     quarantine_collect_rows = 10_000
     quarantine_collect_bytes = 64 * 1024
 
