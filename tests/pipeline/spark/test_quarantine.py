@@ -34,6 +34,17 @@ def good(n: int, start: int = 0) -> list[bytes]:
             for i in range(start, start + n)]
 
 
+def recorded(tmp_path: Path, *ends: int) -> Path:
+    """A checkpoint whose offset log holds each batch's end offsets (spares the writer the
+    Spark job that would find them)."""
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "offsets").mkdir(parents=True)
+    for batch_id, end in enumerate(ends):
+        (ckpt / "offsets" / str(batch_id)).write_text(
+            f'v1\n{{}}\n{json.dumps({"t": {"0": end, "1": end}})}\n')
+    return ckpt
+
+
 def jobs_of(spark: SparkSession, writer: LakeWriter, df: DataFrame,
             batch_id: int) -> tuple[BatchResult, int]:
     group = f"lake-{uuid.uuid4().hex[:8]}"
@@ -54,7 +65,7 @@ def quarantined(lake: LakeConfig) -> list[dict[str, object]]:
 def test_bad_records_cost_no_spark_job_and_a_clean_batch_no_quarantine_commit(
         spark: SparkSession, tmp_path: Path) -> None:
     lake = LakeConfig.local(tmp_path / "lake")
-    writer = LakeWriter(lake, TABLE, query_id="q1")
+    writer = LakeWriter(lake, TABLE, recorded(tmp_path, 6, 12), query_id="q1")
     clean, clean_jobs = jobs_of(spark, writer, batch(spark, good(6)), 0)
     assert (clean.rows, clean.quarantined) == (6, 0) and "quarantine" not in clean.timings
     with pytest.raises(NoSuchTableError):  # no table made, no commit, for an empty quarantine
