@@ -203,7 +203,8 @@ def test_expiry_of_many_snapshots_is_one_commit(catalog: Catalog) -> None:
     assert len(rows(catalog)) == 24
 
 
-def test_expiry_follows_the_tables_iceberg_properties(catalog: Catalog) -> None:
+def test_expiry_follows_the_tables_iceberg_properties(catalog: Catalog,
+                                                      tmp_path: Path) -> None:
     ingest = FakeIngest(catalog)
     for _ in range(8):
         ingest.commit(1)
@@ -220,6 +221,16 @@ def test_expiry_follows_the_tables_iceberg_properties(catalog: Catalog) -> None:
         maintenance.PROP_MIN_SNAPSHOTS: "0"}).commit_transaction()
     with pytest.raises(ValueError, match=r"history\.expire\.min-snapshots-to-keep='0'"):
         expire(catalog, TABLE)
+    from typer.testing import CliRunner
+
+    from odradek.cli.lake import app as lake_app
+
+    lake = LakeConfig.local(tmp_path / "lake")
+    refused = CliRunner().invoke(lake_app, ["maintain", TABLE, "--catalog-uri",
+                                            lake.catalog_uri, "--warehouse", lake.warehouse])
+    assert refused.exit_code != 0
+    assert "history.expire.min-snapshots-to-keep='0'" in refused.output
+    assert "Traceback" not in refused.output and len(refused.output.strip().splitlines()) == 1
 
 
 def test_up_upkeep_bounds_the_snapshots_each_table_keeps(catalog: Catalog,

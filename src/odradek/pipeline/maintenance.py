@@ -59,6 +59,10 @@ DEFAULT_MAX_SNAPSHOT_AGE = dt.timedelta(days=5)
 DEFAULT_MIN_SNAPSHOTS = 1
 
 
+class ExpiryPropertyError(ValueError):
+    """A table's history.expire.* property is not a value Iceberg would take."""
+
+
 @dataclass(frozen=True)
 class ExpiryPolicy:
     max_age: dt.timedelta
@@ -77,7 +81,7 @@ def expiry_policy(table: Table) -> ExpiryPolicy:
         except ValueError:
             value = least - 1
         if value < least:
-            raise ValueError(f"table property {prop}={raw!r}: a whole number of at least "
+            raise ExpiryPropertyError(f"table property {prop}={raw!r}: a whole number of at least "
                              f"{least} is expected")
         return value
 
