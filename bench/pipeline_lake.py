@@ -1,22 +1,70 @@
 """End-to-end throughput: JSON events in a topic → the lake ingest job → an Iceberg table.
 
     .venv/bin/python -m bench.pipeline_lake [--records 1000000] [--per-batch 250000]
+    .venv/bin/python -m bench.pipeline_lake --records 400000 --per-batch 200000 --compare 2
 
 Fills a 2-partition topic with fleet telemetry (~150-byte JSON, a few malformed), runs the
 ingest job with Trigger.AvailableNow and maxOffsetsPerTrigger=--per-batch, and prints rows/s
-over the whole run (first batch's warm-up included) and over the batches after the first.
+over the whole run (first batch's warm-up included) and over the batches after the first,
+and the writer's laps per batch (median over the batches after the first).
+
+With --compare N, the same topic is ingested 2N times into fresh tables in one Spark
+session, alternating the quarantine paths: `spark` (the bad records written by a Spark job
+of their own, what every batch with one did before) and `driver` (collected by the
+inference pass and appended by the driver, the default).
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from bench.pipeline_common import broker, fill_topic
+
+LAPS = ("infer", "quarantine", "write", "commit")
+
+
+def run_once(spark: Any, bootstrap: str, topic: str, work: Path, label: str,
+             per_batch: int) -> dict[str, Any]:
+    from odradek.pipeline.ingest import IngestJob, start_ingest
+    from odradek.pipeline.lake_catalog import LakeConfig, open_catalog
+    from odradek.pipeline.lake_writer import BatchResult
+
+    lake = LakeConfig.local(work / label / "lake")
+    done: list[tuple[float, BatchResult]] = []
+    job = IngestJob(bootstrap=bootstrap, table="bench.events", lake=lake,
+                    checkpoint=work / label / "ckpt", topics=[topic], available_now=True,
+                    max_offsets_per_trigger=per_batch)
+    started = time.perf_counter()
+    query = start_ingest(spark, job, on_batch=lambda r: done.append((time.perf_counter(), r)))
+    query.awaitTermination()
+    total = time.perf_counter() - started
+    if query.exception() is not None:
+        raise SystemExit(f"ingest failed: {query.exception()}")
+    rows = open_catalog(lake).load_table("bench.events").scan(
+        selected_fields=("_offset",)).to_arrow().num_rows
+    landed = sum(r.rows + r.quarantined for _, r in done)
+    steady = (sum(r.rows + r.quarantined for _, r in done[1:]) / (done[-1][0] - done[0][0])
+              if len(done) > 1 else None)
+    later = [r for _, r in done[1:]] or [r for _, r in done]
+    laps = {k: statistics.median(r.timings.get(k, 0.0) for r in later) for k in LAPS}
+    return {"label": label, "batches": len(done), "rows": rows,
+            "quarantined": sum(r.quarantined for _, r in done), "whole": landed / total,
+            "total_s": total, "steady": steady, "laps": laps}
+
+
+def show(r: dict[str, Any]) -> None:
+    laps = "  ".join(f"{k} {v:5.2f}s" for k, v in r["laps"].items())
+    steady = f"{r['steady']:9,.0f}" if r["steady"] is not None else "        -"
+    print(f"{r['label']:>10}  {r['batches']:3d} batches  {r['rows']:9,} rows  "
+          f"{r['quarantined']:5,} quarantined  whole {r['whole']:9,.0f} rows/s  "
+          f"steady {steady} rows/s  | per batch: {laps}")
 
 
 def main() -> None:
@@ -24,12 +72,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--per-batch", type=int, default=250_000)
     parser.add_argument("--bootstrap-server", default=None)
+    parser.add_argument("--compare", type=int, default=0, metavar="N",
+                        help="alternate the two quarantine paths N times each")
     args = parser.parse_args()
 
     from odradek.pipeline.fleet import FleetConfig, FleetSimulator
-    from odradek.pipeline.ingest import IngestJob, start_ingest
-    from odradek.pipeline.lake_catalog import LakeConfig, open_catalog
-    from odradek.pipeline.lake_writer import BatchResult
+    from odradek.pipeline.lake_writer import LakeWriter
     from odradek.pipeline.session import build_session
 
     sim = FleetSimulator(FleetConfig(firmware_update_after=None, malformed_share=0.001,
@@ -37,6 +85,7 @@ def main() -> None:
     values = [r.value for r in sim.records(20_000)]
     size = sum(map(len, values)) / len(values)
     work = Path(tempfile.mkdtemp(prefix="bench-lake-"))
+    results: list[dict[str, Any]] = []
     try:
         with broker(args.bootstrap_server) as bootstrap:
             topic = f"bench-lake-{uuid.uuid4().hex[:6]}"
@@ -44,30 +93,27 @@ def main() -> None:
             print(f"produced {args.records:,} JSON events of ~{size:.0f} B in {secs:.1f}s")
             spark = build_session(app_name="bench-lake",
                                   extra={"spark.ui.showConsoleProgress": "false"})
-            lake = LakeConfig.local(work / "lake")
-            done: list[tuple[float, BatchResult]] = []
-            job = IngestJob(bootstrap=bootstrap, table="bench.events", lake=lake,
-                            checkpoint=work / "ckpt", topics=[topic], available_now=True,
-                            max_offsets_per_trigger=args.per_batch)
-            started = time.perf_counter()
-            query = start_ingest(spark, job,
-                                 on_batch=lambda r: done.append((time.perf_counter(), r)))
-            query.awaitTermination()
-            total = time.perf_counter() - started
-            if query.exception() is not None:
-                raise SystemExit(f"ingest failed: {query.exception()}")
-            rows = open_catalog(lake).load_table("bench.events").scan(
-                selected_fields=("_offset",)).to_arrow().num_rows
+            default_rows = LakeWriter.quarantine_collect_rows
+            plan = (["spark", "driver"] * args.compare) if args.compare else ["run"]
+            for i, path in enumerate(plan):
+                LakeWriter.quarantine_collect_rows = 0 if path == "spark" else default_rows
+                results.append(run_once(spark, bootstrap, topic, work, f"{path}-{i}",
+                                        args.per_batch))
+                show(results[-1])
+            LakeWriter.quarantine_collect_rows = default_rows
             spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    landed = sum(r.rows + r.quarantined for _, r in done)
-    print(f"ingest, local[2], {len(done)} batches: {rows:,} rows in the table, "
-          f"{sum(r.quarantined for _, r in done):,} quarantined")
-    print(f"  whole run (with warm-up): {landed / total:12,.0f} rows/s ({total:.1f}s)")
-    if len(done) > 1:
-        steady = sum(r.rows + r.quarantined for _, r in done[1:])
-        print(f"  after the first batch:    {steady / (done[-1][0] - done[0][0]):12,.0f} rows/s")
+    print(f"ingest, local[2], {args.records:,} records, {args.per_batch:,} per batch")
+    for r in results:
+        show(r)
+    if args.compare:
+        for path in ("spark", "driver"):
+            mine = [r for r in results if r["label"].startswith(path)]
+            q = statistics.median(r["laps"]["quarantine"] for r in mine)
+            s = [r["steady"] for r in mine if r["steady"] is not None]
+            print(f"{path:>10}: quarantine lap median {q:.2f}s per batch; steady "
+                  f"{statistics.median(s) if s else 0:,.0f} rows/s")
 
 
 if __name__ == "__main__":

@@ -201,3 +201,74 @@ def test_expiry_of_many_snapshots_is_one_commit(catalog: Catalog) -> None:
     assert result.snapshots_expired == 9 and len(table.metadata.snapshots) == 3
     assert len(table.metadata.metadata_log) == log_before + 1  # one metadata version more
     assert len(rows(catalog)) == 24
+
+
+def test_expiry_follows_the_tables_iceberg_properties(catalog: Catalog,
+                                                      tmp_path: Path) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(8):
+        ingest.commit(1)
+    assert expire(catalog, TABLE).snapshots_expired == 0  # Iceberg's default age: 5 days
+
+    catalog.load_table(TABLE).transaction().set_properties({
+        maintenance.PROP_MAX_SNAPSHOT_AGE: "0",
+        maintenance.PROP_MIN_SNAPSHOTS: "3"}).commit_transaction()
+    result = expire(catalog, TABLE)
+    assert result.snapshots_expired == 5 and len(catalog.load_table(TABLE).metadata.snapshots) == 3
+    assert len(rows(catalog)) == 16
+
+    catalog.load_table(TABLE).transaction().set_properties({
+        maintenance.PROP_MIN_SNAPSHOTS: "0"}).commit_transaction()
+    with pytest.raises(ValueError, match=r"history\.expire\.min-snapshots-to-keep='0'"):
+        expire(catalog, TABLE)
+    from typer.testing import CliRunner
+
+    from odradek.cli.lake import app as lake_app
+
+    lake = LakeConfig.local(tmp_path / "lake")
+    refused = CliRunner().invoke(lake_app, ["maintain", TABLE, "--catalog-uri",
+                                            lake.catalog_uri, "--warehouse", lake.warehouse])
+    assert refused.exit_code != 0
+    assert "history.expire.min-snapshots-to-keep='0'" in refused.output
+    assert "Traceback" not in refused.output and len(refused.output.strip().splitlines()) == 1
+
+
+def test_up_upkeep_bounds_the_snapshots_each_table_keeps(catalog: Catalog,
+                                                         tmp_path: Path) -> None:
+    from odradek.pipeline.up import (
+        UP_RETENTION_S,
+        UP_SNAPSHOTS_KEPT,
+        LakeKeeper,
+        Progress,
+        UpOptions,
+    )
+
+    lake = LakeConfig.local(tmp_path / "lake")
+    events = FakeIngest(catalog)
+    quarantine = ensure_table(catalog, TABLE + "__quarantine", quarantine=True)
+    quarantine.transaction().set_properties({  # a table's own setting is honoured
+        maintenance.PROP_MIN_SNAPSHOTS: "4"}).commit_transaction()
+    for _ in range(9):
+        events.commit(1)
+        table = catalog.load_table(TABLE + "__quarantine")
+        table.append(pa.Table.from_pylist([{"_topic": "t", "raw": b"x"}],
+                                          schema=table.schema().as_arrow()))
+    keeper = LakeKeeper(lake, UpOptions(retain_snapshots_s=0, snapshots_kept=2), Progress())
+
+    for _ in range(2):  # the bound holds run after run, whatever was committed meanwhile
+        assert keeper.expire_all(catalog) == {TABLE: 2, TABLE + "__quarantine": 2}
+        events.commit(1)
+    props = catalog.load_table(TABLE).properties
+    assert props[maintenance.PROP_MAX_SNAPSHOT_AGE] == "0"
+    assert props[maintenance.PROP_MIN_SNAPSHOTS] == "2"
+    assert len(rows(catalog)) == 2 * 11  # expiry never drops a row of the current snapshot
+
+    # without the options: a table's own properties, else up's defaults
+    catalog.load_table(TABLE + "__quarantine").transaction().set_properties({
+        maintenance.PROP_MIN_SNAPSHOTS: "1"}).commit_transaction()
+    ensure_table(catalog, "iot.device_stats")
+    kept = LakeKeeper(lake, UpOptions(), Progress()).expire_all(catalog)
+    assert kept == {TABLE: 2, TABLE + "__quarantine": 1, "iot.device_stats": 0}
+    fresh = catalog.load_table("iot.device_stats").properties
+    assert fresh[maintenance.PROP_MIN_SNAPSHOTS] == str(UP_SNAPSHOTS_KEPT)
+    assert fresh[maintenance.PROP_MAX_SNAPSHOT_AGE] == str(int(UP_RETENTION_S * 1000))

@@ -306,7 +306,7 @@ def maintain(table: str = typer.Argument(..., help="namespace.name"),
 
     from pyiceberg.exceptions import NoSuchTableError
 
-    from odradek.pipeline.maintenance import describe_result
+    from odradek.pipeline.maintenance import ExpiryPropertyError, describe_result
     from odradek.pipeline.maintenance import maintain as run_maintenance
 
     keep = _duration(retention, "--retention")
@@ -316,6 +316,8 @@ def maintain(table: str = typer.Argument(..., help="namespace.name"),
                                      dt.timedelta(seconds=keep))
     except NoSuchTableError:
         _no_table(table, catalog)
+    except ExpiryPropertyError as bad:
+        fail(f"{_table_name(table)}: {bad}")
     if as_json:
         print(json.dumps(describe_result(c, e, size)))
         return

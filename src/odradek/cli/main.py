@@ -107,8 +107,14 @@ def up(
     maintain_every: int = typer.Option(
         50, "--maintain-every", min=0,
         help="Compact iot.events and expire old snapshots every N ingest batches (0: never)"),
-    retention: float = typer.Option(3600.0, "--snapshot-retention", min=0,
-                                    help="Seconds of snapshots kept when expiring"),
+    retention: float | None = typer.Option(
+        None, "--snapshot-retention", min=0, show_default=False,
+        help="Expire snapshots older than this many seconds (written to each table as "
+             "history.expire.max-snapshot-age-ms; default: the table's, else 120)"),
+    snapshots_kept: int | None = typer.Option(
+        None, "--snapshots-kept", min=1, show_default=False,
+        help="Keep at least this many newest snapshots whatever their age (each table's "
+             "history.expire.min-snapshots-to-keep; default: the table's, else 100)"),
 ) -> None:
     """Broker, device fleet, lake ingest and device stats on embedded defaults.
 
@@ -122,7 +128,7 @@ def up(
         fail(f"--log-format {log_format}: choose one of {', '.join(LOG_FORMATS)}")
     run(rate=rate, devices=devices, duration=duration, log_level=log_level,
         data_dir=data_dir, log_format=log_format, progress_interval=progress_interval,
-        maintain_every=maintain_every, retention=retention)
+        maintain_every=maintain_every, retention=retention, snapshots_kept=snapshots_kept)
 
 
 def main() -> None:

@@ -90,7 +90,7 @@ def _start_console(bootstrap: str, home_dir: Path, out: Any = None) -> Any:
 def run(*, rate: float, devices: int, duration: float | None, log_level: str,
         data_dir: Path | None = None, log_format: str = "auto",
         progress_interval: float = 10.0, maintain_every: int = 50,
-        retention: float = 3600.0) -> None:
+        retention: float | None = None, snapshots_kept: int | None = None) -> None:
     from odradek.pipeline.reporting import Reporter
 
     out = Reporter(console, log_format)
@@ -136,7 +136,8 @@ def run(*, rate: float, devices: int, duration: float | None, log_level: str,
         run_up(bootstrap, home.root, rate=rate, devices=devices, duration_s=duration,
                console=console, options=UpOptions(
                    log_format=log_format, progress_interval_s=progress_interval,
-                   maintain_every=maintain_every, retain_snapshots_s=retention),
+                   maintain_every=maintain_every, retain_snapshots_s=retention,
+                   snapshots_kept=snapshots_kept),
                registry_url=registry_url)
     except KeyboardInterrupt:
         pass

@@ -4,6 +4,12 @@ Spark writes the Parquet files (distributed; nothing is collected to the driver)
 driver then registers them in one Iceberg transaction that also evolves the schema and
 records the batch (query id, batch id, end offsets). A batch the table already holds is
 recognised by that record and skipped, so a replay after a crash never writes twice.
+
+Records that are not JSON objects (or do not decode) are split off in the inference pass
+itself: the aggregate that infers the schema also collects them, and the driver appends
+them to the quarantine table with pyarrow. A batch without one runs no quarantine job and
+makes no quarantine commit; only a batch with very many (or very large) bad records
+writes them with Spark, in a pass of their own (`quarantine_collect_rows`).
 """
 
 from __future__ import annotations
@@ -66,6 +72,17 @@ _STATUS = """CASE
   WHEN left(ltrim(translate(substring({text}, 1, 64), '\\t\\n\\r', '   ')), 1)
        <> '{{' THEN 'not-object'
   ELSE 'ok' END"""
+_BAD = "_status IN ('malformed', 'not-object')"
+# A bad record's coordinates, value and (for registry/Avro values) decoding error, as the
+# inference aggregate collects it; the timestamp in microseconds, Iceberg's own unit.
+_QUARANTINE_ROW = ("named_struct('topic', _topic, 'partition', _partition, 'offset', _offset,"
+                   " 'ts', unix_micros(_timestamp), 'key', _key, 'raw', _raw,"
+                   " 'error', _decode_error)")
+_QUARANTINE_ARROW = pa.schema([
+    pa.field("_topic", pa.string()), pa.field("_partition", pa.int32()),
+    pa.field("_offset", pa.int64()), pa.field("_timestamp", pa.timestamp("us", tz="UTC")),
+    pa.field("_key", pa.string()), pa.field("raw", pa.binary()),
+    pa.field("error", pa.string())])
 
 
 @dataclass
@@ -139,6 +156,14 @@ def _merged_conflicts(table: Table, new: list[Conflict], batch_id: int, query_id
 class LakeWriter:
     """`foreachBatch` target: lands each micro-batch of Kafka records in an Iceberg table."""
 
+    # Bad records a batch may have for the driver to quarantine them from the inference
+    # pass (each value at most quarantine_collect_bytes); more, and Spark writes them in
+    # a pass of their own. Bounds what the driver receives: 10,000 x 64 KiB at worst.
+    # (The aggregate's buffer holds a batch's small bad records before the slice: no more
+    # than the batch itself, which Spark holds persisted already.)
+    quarantine_collect_rows = 10_000
+    quarantine_collect_bytes = 64 * 1024
+
     def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
                  query_id: str | None = None,
                  on_batch: Callable[[BatchResult], None] | None = None,
@@ -200,8 +225,10 @@ class LakeWriter:
             stats = parsed.agg(
                 F.expr("schema_of_variant_agg(CASE WHEN _status = 'ok' THEN v END)").alias("s"),
                 F.count(F.lit(1)).alias("n"),
-                F.sum(F.expr("CASE WHEN _status IN ('malformed', 'not-object') THEN 1 "
-                             "ELSE 0 END")).alias("bad"),
+                F.sum(F.expr(f"CASE WHEN {_BAD} THEN 1 ELSE 0 END")).alias("bad"),
+                F.expr(f"slice(collect_list(CASE WHEN {_BAD} AND coalesce(octet_length(_raw), "
+                       f"0) <= {int(self.quarantine_collect_bytes)} THEN {_QUARANTINE_ROW} "
+                       f"END), 1, {max(int(self.quarantine_collect_rows), 0)})").alias("q"),
             ).collect()[0]
             total, bad = int(stats["n"]), int(stats["bad"] or 0)
             lap("infer")
@@ -215,7 +242,11 @@ class LakeWriter:
             result.evolved = plan.evolved
             base = f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
             if bad:
-                self._write_quarantine(parsed, batch_id, query_id, end_offsets, bad)
+                collected = stats["q"] or []
+                if len(collected) == bad:
+                    self._append_quarantine(collected, batch_id, query_id, end_offsets)
+                else:  # too many or too large for the driver: Spark writes them
+                    self._write_quarantine(parsed, batch_id, query_id, end_offsets, bad)
                 lap("quarantine")
             good = total - bad
             files: list[str] = []
@@ -265,17 +296,54 @@ class LakeWriter:
                 .withColumn("_status", F.expr(_STATUS.format(text="_decoded.json")))
                 .drop("_decoded"))
 
-    def _write_quarantine(self, parsed: DataFrame, batch_id: int, query_id: str,
-                          end_offsets: dict[str, dict[str, int]], bad: int) -> None:
+    def _quarantine_table(self, batch_id: int, query_id: str) -> tuple[str, Table | None]:
+        """The quarantine table's name, and the table unless it holds this batch already."""
         name = quarantine_identifier(self.table_name)
         table = with_retry("open quarantine table",
                            lambda: ensure_table(self.catalog, name, quarantine=True))
         done = last_batch(table, query_id)
-        if done is not None and done >= batch_id:
+        return name, (None if done is not None and done >= batch_id else table)
+
+    def _append_quarantine(self, collected: list[Any], batch_id: int, query_id: str,
+                           end_offsets: dict[str, dict[str, int]]) -> None:
+        """Append the bad records the inference pass collected: one commit, no Spark job."""
+        name, table = self._quarantine_table(batch_id, query_id)
+        if table is None:
+            return
+        rows = [r.asDict() for r in collected]
+        data = pa.Table.from_arrays([
+            pa.array([r["topic"] for r in rows], pa.string()),
+            pa.array([r["partition"] for r in rows], pa.int32()),
+            pa.array([r["offset"] for r in rows], pa.int64()),
+            pa.array([r["ts"] for r in rows], pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            pa.array([r["key"] for r in rows], pa.string()),
+            pa.array([None if r["raw"] is None else bytes(r["raw"]) for r in rows],
+                     pa.binary()),
+            pa.array([r["error"] or json_error(None if r["raw"] is None else bytes(r["raw"]))
+                      for r in rows], pa.string()),
+        ], schema=_QUARANTINE_ARROW)
+        summary = {SUMMARY_QUERY: query_id, SUMMARY_BATCH: str(batch_id),
+                   SUMMARY_OFFSETS: json.dumps(end_offsets), SUMMARY_ROWS: str(len(rows))}
+
+        def attempt() -> None:
+            fresh = self.catalog.load_table(name)
+            if (last_batch(fresh, query_id) or -1) >= batch_id:
+                return
+            tx = fresh.transaction()
+            tx.append(data, snapshot_properties=summary)
+            tx.set_properties({PROP_LAST_BATCH + query_id: str(batch_id)})
+            tx.commit_transaction()
+
+        with_retry(f"commit batch {batch_id} to {name}", attempt)
+
+    def _write_quarantine(self, parsed: DataFrame, batch_id: int, query_id: str,
+                          end_offsets: dict[str, dict[str, int]], bad: int) -> None:
+        name, table = self._quarantine_table(batch_id, query_id)
+        if table is None:
             return
         explain = F.udf(json_error, "string", useArrow=True)
         base = f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
-        (parsed.where("_status IN ('malformed', 'not-object')")
+        (parsed.where(_BAD)
          .select("_topic", "_partition", "_offset", "_timestamp", "_key",
                  F.col("_raw").alias("raw"),
                  F.coalesce(F.col("_decode_error"), explain(F.col("_raw"))).alias("error"),

@@ -5,7 +5,10 @@ so a table a few minutes old holds thousands of files of some kilobytes, and eve
 pays for opening each one. `compact()` merges a partition's small files into files of
 about the target size, in one Iceberg snapshot that deletes the old files and adds the
 new ones: readers see the same rows before and after. `expire()` drops snapshots older
-than a retention (never the current one) and deletes the files only they referenced.
+than a retention (never the current one) and deletes the files only they referenced; by
+default it follows the table's own Iceberg properties, `history.expire.max-snapshot-age-ms`
+(older snapshots go) and `history.expire.min-snapshots-to-keep` (the newest ones that stay
+whatever their age), so a short age and a count bound the snapshots a table keeps.
 
 Both run beside a live ingest. Iceberg commits are optimistic: when the ingest commits
 between our read and our commit, pyiceberg rebases the rewrite on the new snapshot (the
@@ -49,6 +52,59 @@ DEFAULT_TARGET_BYTES = 64 * 1024 * 1024
 # a file of at least this share of the target is left alone: rewriting it buys little
 SMALL_SHARE = 0.75
 COMMIT_ATTEMPTS = 10
+# Iceberg's table properties for snapshot expiry, and its defaults (TableProperties.java)
+PROP_MAX_SNAPSHOT_AGE = "history.expire.max-snapshot-age-ms"
+PROP_MIN_SNAPSHOTS = "history.expire.min-snapshots-to-keep"
+DEFAULT_MAX_SNAPSHOT_AGE = dt.timedelta(days=5)
+DEFAULT_MIN_SNAPSHOTS = 1
+
+
+class ExpiryPropertyError(ValueError):
+    """A table's history.expire.* property is not a value Iceberg would take."""
+
+
+@dataclass(frozen=True)
+class ExpiryPolicy:
+    max_age: dt.timedelta
+    min_snapshots: int
+
+
+def expiry_policy(table: Table) -> ExpiryPolicy:
+    """The table's expiry properties (Iceberg's defaults where unset); a value that is not
+    a whole number in range is a one-line error rather than a guess."""
+    def number(prop: str, default: int, least: int) -> int:
+        raw = table.properties.get(prop)
+        if raw is None:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise ExpiryPropertyError(f"table property {prop}={raw!r}: a whole number of at least "
+                             f"{least} is expected")
+        return value
+
+    age_ms = number(PROP_MAX_SNAPSHOT_AGE, int(DEFAULT_MAX_SNAPSHOT_AGE.total_seconds() * 1000),
+                    0)
+    return ExpiryPolicy(dt.timedelta(milliseconds=age_ms),
+                        number(PROP_MIN_SNAPSHOTS, DEFAULT_MIN_SNAPSHOTS, 1))
+
+
+def set_expiry_policy(catalog: Catalog, name: str, policy: ExpiryPolicy) -> ExpiryPolicy:
+    """Write the policy as the table's expiry properties; no commit when the table holds
+    it already. Returns the policy the table holds afterwards."""
+    wanted = {PROP_MAX_SNAPSHOT_AGE: str(int(policy.max_age.total_seconds() * 1000)),
+              PROP_MIN_SNAPSHOTS: str(policy.min_snapshots)}
+
+    def attempt() -> ExpiryPolicy:
+        table = catalog.load_table(name)
+        changes = {k: v for k, v in wanted.items() if table.properties.get(k) != v}
+        if changes:
+            table = table.transaction().set_properties(changes).commit_transaction()
+        return expiry_policy(table)
+
+    return with_retry(f"set the expiry properties of {name}", attempt)
 
 
 @dataclass
@@ -257,11 +313,20 @@ def remove_orphans(catalog: Catalog, name: str, older_than: dt.timedelta) -> int
     return gone
 
 
-def expire(catalog: Catalog, name: str, older_than: dt.timedelta,
-           keep_last: int = 1) -> ExpiryResult:
+def expire(catalog: Catalog, name: str, older_than: dt.timedelta | None = None,
+           keep_last: int | None = None,
+           orphans_older_than: dt.timedelta | None = None) -> ExpiryResult:
     """Drop snapshots older than `older_than` (always keeping the newest `keep_last`) in
-    one commit, then delete the files no remaining snapshot needs (`remove_orphans`)."""
+    one commit, then delete the files no remaining snapshot needs (`remove_orphans`) and
+    last written before `orphans_older_than` (default: `older_than`).
+
+    Unset, `older_than` and `keep_last` are the table's `history.expire.max-snapshot-age-ms`
+    and `history.expire.min-snapshots-to-keep` (Iceberg's defaults: 5 days and 1).
+    """
     result = ExpiryResult(name)
+    policy = expiry_policy(with_retry(f"load {name}", lambda: catalog.load_table(name)))
+    older_than = policy.max_age if older_than is None else older_than
+    keep_last = policy.min_snapshots if keep_last is None else keep_last
     cutoff_ms = (dt.datetime.now(dt.UTC) - older_than).timestamp() * 1000
 
     def attempt() -> set[int]:
@@ -285,8 +350,9 @@ def expire(catalog: Catalog, name: str, older_than: dt.timedelta,
     result.snapshots_expired = len(doomed - remaining)
     result.kept = sorted(remaining)
     if doomed:
+        orphan_age = older_than if orphans_older_than is None else orphans_older_than
         result.files_deleted = with_retry(f"remove unreferenced files of {name}",
-                                          lambda: remove_orphans(catalog, name, older_than))
+                                          lambda: remove_orphans(catalog, name, orphan_age))
     return result
 
 

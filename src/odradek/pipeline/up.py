@@ -9,6 +9,7 @@ the fleet first, then the queries (each finishes its batch), then Spark.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import threading
 import time
@@ -24,11 +25,13 @@ from rich.table import Table
 
 from odradek.home import Home
 from odradek.pipeline.fleet import TOPIC_PATTERN, FleetConfig, FleetStats, ensure_topics, run_fleet
-from odradek.pipeline.lake_catalog import LakeConfig
+from odradek.pipeline.fleet_meters import METER_TABLE
+from odradek.pipeline.lake_catalog import QUARANTINE_SUFFIX, LakeConfig
 from odradek.pipeline.lake_writer import BatchResult
 from odradek.pipeline.reporting import Reporter
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
     from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
@@ -152,7 +155,21 @@ class UpOptions:
     progress_interval_s: float = 10.0
     maintain_every: int = 50  # ingest batches between two compactions of iot.events; 0: never
     target_file_bytes: int = 64 * 1024 * 1024
-    retain_snapshots_s: float = 3600.0
+    # Snapshot expiry of every table up writes, as the tables' Iceberg properties
+    # history.expire.max-snapshot-age-ms / history.expire.min-snapshots-to-keep. Given,
+    # they are written to the tables; None: a table keeps its own, else up's default.
+    retain_snapshots_s: float | None = None
+    snapshots_kept: int | None = None
+
+
+# up's expiry when neither the option nor the table says: the newest 100 snapshots and any
+# of the last 2 minutes (60 at the 2 s trigger). Every pyiceberg commit copies the table's
+# metadata, snapshots included, so an unbounded count makes every batch slower.
+UP_RETENTION_S = 120.0
+UP_SNAPSHOTS_KEPT = 100
+# Files no snapshot needs are deleted only this long after they were written: an ingest's
+# Parquet files exist before the commit that adds them, however short the retention.
+UP_ORPHAN_AGE = dt.timedelta(hours=1)
 
 
 def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 30,
@@ -166,7 +183,6 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
     `registry_url`, the meters' Avro goes through that registry into `iot.meters`.
     """
     from odradek.pipeline.ingest import IngestJob, start_ingest
-    from odradek.pipeline.lake_catalog import LakeConfig
     from odradek.pipeline.session import build_session, plain_ctrl_c, stop_gracefully
     from odradek.pipeline.stateful import device_stats, device_stats_sink, start_stateful
 
@@ -205,7 +221,7 @@ def run_up(bootstrap: str, data_dir: Path, rate: float = 200.0, devices: int = 3
                                home.checkpoint("device-stats"), "device-stats",
                                interval="5 seconds")]
     if registry_url is not None:
-        from odradek.pipeline.fleet_meters import METER_TABLE, METER_TOPIC
+        from odradek.pipeline.fleet_meters import METER_TOPIC
 
         ensure_topics(bootstrap, topics=[METER_TOPIC])
         starters.append(lambda: start_ingest(session, IngestJob(
@@ -281,8 +297,12 @@ def lake_size(lake: LakeConfig, name: str) -> tuple[int, int]:
 
 
 class LakeKeeper:
-    """Compacts iot.events and expires its old snapshots every N ingest batches, on a
-    thread of its own so the progress goes on meanwhile; one run at a time."""
+    """Compacts iot.events and expires the old snapshots of every table up writes every N
+    ingest batches, on a thread of its own so the progress goes on meanwhile; one run at
+    a time."""
+
+    tables = (EVENTS, EVENTS + QUARANTINE_SUFFIX, "iot.device_stats", METER_TABLE,
+              METER_TABLE + QUARANTINE_SUFFIX)
 
     def __init__(self, lake: LakeConfig, options: UpOptions, progress: Progress) -> None:
         self.lake = lake
@@ -302,15 +322,13 @@ class LakeKeeper:
         self.thread.start()
 
     def _run(self) -> None:
-        import datetime as dt
-
         from odradek.pipeline.lake_catalog import open_catalog
-        from odradek.pipeline.maintenance import maintain
+        from odradek.pipeline.maintenance import compact
 
         try:
-            compacted, _, _ = maintain(
-                open_catalog(self.lake), EVENTS, self.options.target_file_bytes,
-                dt.timedelta(seconds=self.options.retain_snapshots_s))
+            catalog = open_catalog(self.lake)
+            compacted = compact(catalog, EVENTS, self.options.target_file_bytes)
+            self.expire_all(catalog)
         except Exception as e:  # shown with the progress; the ingest goes on regardless
             log.warning("lake upkeep of %s failed: %s", EVENTS, e)
             self.progress.errors.append(f"lake upkeep: {str(e).splitlines()[0]}")
@@ -320,6 +338,44 @@ class LakeKeeper:
         if compacted.files_replaced:
             self.progress.compactions += 1
             self.progress.files_compacted += compacted.files_replaced
+
+    def expire_all(self, catalog: Catalog) -> dict[str, int]:
+        """Expire each of up's tables that exists by its expiry properties (written first
+        from the options, or up's defaults where the table has none); returns the
+        snapshots each keeps."""
+        from pyiceberg.exceptions import NoSuchTableError
+
+        from odradek.pipeline.maintenance import (
+            PROP_MAX_SNAPSHOT_AGE,
+            PROP_MIN_SNAPSHOTS,
+            ExpiryPolicy,
+            expire,
+            expiry_policy,
+            set_expiry_policy,
+        )
+
+        o = self.options
+        policy = ExpiryPolicy(
+            dt.timedelta(seconds=UP_RETENTION_S if o.retain_snapshots_s is None
+                         else o.retain_snapshots_s),
+            UP_SNAPSHOTS_KEPT if o.snapshots_kept is None else o.snapshots_kept)
+        kept: dict[str, int] = {}
+        for name in self.tables:
+            try:
+                table = catalog.load_table(name)
+                held = expiry_policy(table)
+                props = table.properties
+                # the option when given, else what the table holds, else up's default
+                set_expiry_policy(catalog, name, ExpiryPolicy(
+                    policy.max_age if o.retain_snapshots_s is not None
+                    or PROP_MAX_SNAPSHOT_AGE not in props else held.max_age,
+                    policy.min_snapshots if o.snapshots_kept is not None
+                    or PROP_MIN_SNAPSHOTS not in props else held.min_snapshots))
+                expired = expire(catalog, name, orphans_older_than=UP_ORPHAN_AGE)
+            except NoSuchTableError:
+                continue
+            kept[name] = len(expired.kept)
+        return kept
 
     def join(self) -> None:
         if self.thread is not None:
