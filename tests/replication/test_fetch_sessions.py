@@ -151,7 +151,8 @@ def test_followers_of_idle_partitions_stay_in_the_isr_fetching_incrementally(
             assert c.nodes[2].partition("idle", i).log.log_end_offset == 1
             assert c.nodes[3].partition("idle", i).log.log_end_offset == 1
 
-    run(tmp_path, 3, scenario)
+    # a lag time a loaded machine's slowest fetch of 300 partitions stays well inside
+    run(tmp_path, 3, scenario, replace(FAST, lag_time_max_ms=4000))
 
 
 def test_a_small_response_budget_still_replicates_every_partition(tmp_path: Path) -> None:

@@ -123,7 +123,8 @@ def test_a_throttle_holds_the_new_replica_to_the_rate_and_no_other(
     floor = SIZE / RATE * 0.8
     assert took[throttled] >= floor, took
     # the unthrottled partition was copied at full speed meanwhile
-    assert took[free] < floor / 2, took
+    # (a partition held to the rate takes at least `floor`; a loaded machine slows both)
+    assert took[free] < floor, took
 
 
 def test_reassign_throttle_sets_the_rates_and_replicas_and_verify_removes_them(
