@@ -23,7 +23,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from odradek.storage.file_handles import PooledFile
+from odradek.storage.file_handles import PooledFile, pread_file
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -175,9 +175,7 @@ class _Index:
         self.path.unlink(missing_ok=True)
 
     def _read_entry_bytes(self, n: int) -> bytes:
-        with open(self.path, "rb") as f:
-            f.seek(n * self.entry_size)
-            return f.read(self.entry_size)
+        return pread_file(self.path, self.entry_size, n * self.entry_size)
 
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds from scratch)."""

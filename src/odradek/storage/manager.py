@@ -22,6 +22,7 @@ dirs carry on. A dir that cannot be read at start-up is offline from the start.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -159,6 +160,11 @@ class LogManager:
         self._aborting.set()
 
     def startup(self) -> None:
+        # What loading allocates lives as long as the broker: without the cyclic
+        # collector walking the growing heap again and again (a third of the logs'
+        # loading CPU at 20,000 partitions); it runs again once they are loaded.
+        gc_was_on = gc.isenabled()
+        gc.disable()
         try:
             self._startup()
         except StartupAborted:
@@ -166,6 +172,9 @@ class LogManager:
                 lg.close_without_flush()  # as loaded: a clean-shutdown marker stays
             self._logs.clear()
             raise
+        finally:
+            if gc_was_on:
+                gc.enable()
 
     def _startup(self) -> None:
         for directory in self.log_dirs:
