@@ -126,8 +126,11 @@ def test_index_pointing_at_nothing_is_rebuilt_after_clean_shutdown(
     raw[-1] ^= 0x01  # the last entry's position is off by one
     first_index.write_bytes(bytes(raw))
     reopened = open_log(CONFIG, clean_shutdown=True)
-    assert recover_calls == [0]
+    # as Kafka's LazyIndex: an old segment's index is checked on first use, not at load
+    assert recover_calls == []
     assert reopened.read(5, 10).first_offset == 5
+    assert recover_calls == [0]
+    assert first_index.read_bytes() != bytes(raw)  # rebuilt on disk too
 
 
 def test_clean_shutdown_skips_the_scan(
@@ -261,3 +264,34 @@ def test_recovery_recreates_an_index_file_even_without_entries(
     index.unlink()
     open_log(LogConfig(index_interval_bytes=1 << 20), clean_shutdown=True).close()
     assert index.exists() and index.read_bytes() == b""
+
+
+def test_crash_recovery_rewrites_only_the_index_files_that_differ(
+    open_log: OpenLog, tmp_path: Path
+) -> None:
+    log = open_log(CONFIG)
+    stored = fill(log, 30)
+    log.close_without_flush()
+
+    def offset_indexes() -> dict[Path, tuple[int, int, bytes]]:
+        return {p: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
+                for p in segment_files(tmp_path, ".index")}
+
+    intact = offset_indexes()
+    reopened = open_log(CONFIG)  # after a crash: the active segment is recovered
+    assert read_all(reopened) == b"".join(stored)
+    reopened.close_without_flush()
+    assert offset_indexes() == intact  # the same entries: the files were not touched
+    last = segment_files(tmp_path, ".log")[-1]
+    entry = intact[last.with_suffix(".index")][2][-8:]  # the active index's last entry
+    torn_offset = int(last.name.split(".")[0]) + int.from_bytes(entry[:4], "big")
+    # torn inside the batch that entry points at: the entry must go from the file
+    os.truncate(last, int.from_bytes(entry[4:], "big") + 5)
+    again = open_log(CONFIG)
+    assert again.log_end_offset == torn_offset
+    assert read_all(again) == b"".join(stored[:torn_offset])
+    again.close_without_flush()
+    rebuilt = offset_indexes()
+    assert rebuilt[last.with_suffix(".index")][2] != intact[last.with_suffix(".index")][2]
+    assert {p: v for p, v in rebuilt.items() if p != last.with_suffix(".index")} == \
+        {p: v for p, v in intact.items() if p != last.with_suffix(".index")}

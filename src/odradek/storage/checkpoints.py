@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.storage.file_handles import read_small_file
+
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
@@ -111,7 +113,7 @@ def write_offsets(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
 def read_text(path: Path) -> str:
     """A checkpoint's text; bytes that are not UTF-8 make it malformed, not a crash."""
     try:
-        return path.read_bytes().decode()
+        return read_small_file(path).decode()
     except UnicodeDecodeError as exc:
         raise CheckpointError(f"not text: {exc.reason} at byte {exc.start}") from None
 

@@ -23,7 +23,7 @@ from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import ClassVar, NamedTuple
 
-from odradek.storage.file_handles import PooledFile
+from odradek.storage.file_handles import PooledFile, pread_file
 
 OFFSET_ENTRY = struct.Struct(">ii")
 TIME_ENTRY = struct.Struct(">qi")
@@ -62,13 +62,40 @@ class _Index:
         self._file = PooledFile(path, _OPEN_APPEND)
         self._dirty = False  # written since the last flush
         self._loaded = False
+        # The file's length, hence its entry count, is read on first use, not here:
+        # opening thousands of partitions stats no index file (Kafka's LazyIndex).
+        self._n: int | None = None
+        self._length = 0
+        # recovery's entries, written by end_rebuild if they differ from the file's
+        self._rebuilt: bytearray | None = None
+        self._on_disk: bytes | None = None
+
+    def _stat(self) -> int:
         try:
-            length = path.stat().st_size
+            self._length = os.stat(self.path).st_size
         except FileNotFoundError:
-            length = 0
+            self._length = 0
+        self._n = self._length // self.entry_size
+        return self._n
+
+    @property
+    def _entries(self) -> int:
         # Known without reading the file, so a roll decision never loads an index.
-        self._entries = length // self.entry_size
-        self._file_length = length
+        return self._stat() if self._n is None else self._n
+
+    @_entries.setter
+    def _entries(self, n: int) -> None:
+        self._n = n
+
+    @property
+    def _file_length(self) -> int:
+        if self._n is None:
+            self._stat()
+        return self._length
+
+    @_file_length.setter
+    def _file_length(self, length: int) -> None:
+        self._length = length
 
     # -------------------------------------------------------------- bookkeeping
 
@@ -99,6 +126,11 @@ class _Index:
         return data
 
     def _write(self, data: bytes) -> None:
+        if self._rebuilt is not None:
+            self._rebuilt += data
+            self._entries += 1
+            self._file_length += len(data)
+            return
         self._dirty = True
         with self._file as fd:
             written = os.write(fd, data)
@@ -143,15 +175,45 @@ class _Index:
         self.path.unlink(missing_ok=True)
 
     def _read_entry_bytes(self, n: int) -> bytes:
-        with open(self.path, "rb") as f:
-            f.seek(n * self.entry_size)
-            return f.read(self.entry_size)
+        return pread_file(self.path, self.entry_size, n * self.entry_size)
 
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds from scratch)."""
         self._truncate_file(0)
         self._clear()
         self._loaded = True
+
+    def begin_rebuild(self) -> None:
+        """Drop every entry for recovery to rebuild them in memory; `end_rebuild`
+        writes the file only if they differ from it. A crash seldom damages an index,
+        and truncating and rewriting one per partition (two ftruncates each) was most
+        of a restart after kill -9 with thousands of partitions."""
+        try:
+            with open(self.path, "rb") as f:
+                self._on_disk = f.read()
+        except FileNotFoundError:
+            self._on_disk = None  # end_rebuild creates it: Kafka's tools expect it
+        self._clear()
+        self._loaded = True
+        self._n, self._length = 0, 0
+        self._rebuilt = bytearray()
+
+    def end_rebuild(self) -> None:
+        if self._rebuilt is None:
+            return
+        data, self._rebuilt = bytes(self._rebuilt), None
+        if data == self._on_disk:
+            self._on_disk = None
+            return
+        self._on_disk = None
+        self._dirty = True
+        with self._file as fd:
+            os.ftruncate(fd, 0)
+            if data and os.write(fd, data) != len(data):
+                os.ftruncate(fd, 0)
+                self._clear()
+                self._n, self._length = 0, 0
+                raise OSError(f"short write to {self.path}")
 
     def _clear(self) -> None:
         raise NotImplementedError

@@ -283,6 +283,19 @@ class LogLoader:
             return self._recover(segments, i)
         return False
 
+    def _trust(self, segments: list[LogSegment], end: int, names: set[str]) -> bool:
+        """Leave the indexes of segments[:end] unread until first use (Kafka checks
+        only that the offset index exists); one whose index files are not in the
+        listing is recovered now. True if a recovery cut the log."""
+        for i, seg in enumerate(segments[:end]):
+            prefix = f"{seg.base_offset:020d}"
+            if seg.size == 0 or (prefix + INDEX_SUFFIX in names
+                                 and prefix + TIME_INDEX_SUFFIX in names):
+                seg.defer_index_check()
+            elif self._check_or_recover(segments, i):
+                return True
+        return False
+
     def load(self) -> LoadedLog:
         # one listing of the directory serves every step (thousands of partitions each
         # listed three times was a visible share of a restart)
@@ -292,27 +305,23 @@ class LogLoader:
         self._drop_orphan_indexes(names)
         segments = self._open_segments(names)
         if self.clean_shutdown:
-            i = 0
-            while i < len(segments):
-                if self._check_or_recover(segments, i):
-                    break
-                i += 1
+            # the active segment is checked now (its tail gives the log end); the
+            # others when first used
+            if not self._trust(segments, len(segments) - 1, set(names)) and segments:
+                self._check_or_recover(segments, len(segments) - 1)
         else:
             bases = [s.base_offset for s in segments]
             first_unflushed = max(bisect_right(bases, self.recovery_point) - 1, 0)
-            for i in range(first_unflushed):
-                if self._check_or_recover(segments, i):
-                    break
-            i = first_unflushed
-            while i < len(segments):
-                if self._recover(segments, i):
-                    break
-                i += 1
+            if not self._trust(segments, first_unflushed, set(names)):
+                i = first_unflushed
+                while i < len(segments):
+                    if self._recover(segments, i):
+                        break
+                    i += 1
 
         for seg in segments[:-1]:
             # Recovery reopened their index files; only the active segment appends.
-            seg.offset_index.close()
-            seg.time_index.close()
+            seg.close_index_handles()
         if not segments:
             segments.append(
                 LogSegment(

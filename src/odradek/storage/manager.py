@@ -22,6 +22,7 @@ dirs carry on. A dir that cannot be read at start-up is offline from the start.
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -93,6 +94,11 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+# A start-up that loaded this many logs freezes its heap (gc.freeze) before the
+# collector runs again; a few (tests, a small broker) leave it to the collector.
+FREEZE_AFTER_LOGS = 1_000
+
+
 class LogManager:
     def __init__(
         self,
@@ -159,6 +165,11 @@ class LogManager:
         self._aborting.set()
 
     def startup(self) -> None:
+        # What loading allocates lives as long as the broker: without the cyclic
+        # collector walking the growing heap again and again (a third of the logs'
+        # loading CPU at 20,000 partitions); it runs again once they are loaded.
+        gc_was_on = gc.isenabled()
+        gc.disable()
         try:
             self._startup()
         except StartupAborted:
@@ -166,6 +177,14 @@ class LogManager:
                 lg.close_without_flush()  # as loaded: a clean-shutdown marker stays
             self._logs.clear()
             raise
+        finally:
+            if gc_was_on:
+                if len(self._logs) >= FREEZE_AFTER_LOGS:
+                    # a first collection over all of it took seconds at 20,000 logs;
+                    # they stay for the broker's life, so they leave the collector's
+                    # sight (a deleted one's cycles are kept: bounded by this heap)
+                    gc.freeze()
+                gc.enable()
 
     def _startup(self) -> None:
         for directory in self.log_dirs:

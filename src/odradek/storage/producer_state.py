@@ -39,6 +39,7 @@ from odradek.protocol.errors import (
     KafkaError,
     OutOfOrderSequence,
 )
+from odradek.storage.file_handles import read_small_file
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +286,7 @@ def write_snapshot(path: Path, entries: list[ProducerStateEntry], *, sync: bool)
 
 
 def read_snapshot(path: Path) -> list[ProducerStateEntry]:
-    data = path.read_bytes()
+    data = read_small_file(path)
     if len(data) < _SNAPSHOT_HEAD.size + _COUNT.size:
         raise CorruptSnapshot(f"{path} is too short")
     version, crc = _SNAPSHOT_HEAD.unpack_from(data)

@@ -47,7 +47,7 @@ from odradek.storage.index import (
     TimeIndex,
 )
 from odradek.storage.log_config import LogConfig
-from odradek.storage.segment_recovery import recover_segment
+from odradek.storage.segment_recovery import check_segment, recover_segment
 
 log = logging.getLogger(__name__)
 
@@ -145,15 +145,18 @@ class LogSegment:
         # only what changed, not every partition it holds.
         self._unflushed = not create
         index_size = config.segment_index_bytes
-        self.offset_index = OffsetIndex(
+        self._offset_index = OffsetIndex(
             segment_file(directory, base_offset, INDEX_SUFFIX, suffix), base_offset, index_size
         )
-        self.time_index = TimeIndex(
+        self._time_index = TimeIndex(
             segment_file(directory, base_offset, TIME_INDEX_SUFFIX, suffix), base_offset, index_size
         )
+        # False: the loader trusted the indexes without looking at them (a segment
+        # below the recovery point or after a clean stop); the first use checks them
+        self._indexes_checked = True
         if create:
             # Kafka's tools expect both index files next to every log file.
-            for index_path in (self.offset_index.path, self.time_index.path):
+            for index_path in (self._offset_index.path, self._time_index.path):
                 index_path.touch()
         self._bytes_since_index = 0
         self._max_ts: int | None = None  # None: not known yet, read lazily
@@ -165,6 +168,39 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
+
+    # -------------------------------------------------------------- indexes
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if not self._indexes_checked:
+            self._check_indexes()
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if not self._indexes_checked:
+            self._check_indexes()
+        return self._time_index
+
+    def defer_index_check(self) -> None:
+        """The loader trusts the index files unread, as Kafka's LazyIndex does: they
+        are sanity checked (and rebuilt if they fail) on first use, so a restart of
+        thousands of partitions reads none of the segments nobody asks for."""
+        self._indexes_checked = False
+
+    def _check_indexes(self) -> None:
+        self._indexes_checked = True
+        try:
+            check_segment(self)
+        except (CorruptIndex, CorruptMessage, ValueError, struct.error) as exc:
+            log.warning("%s; rebuilding the indexes of %s", exc, self.log_path)
+            self.recover()
+
+    def close_index_handles(self) -> None:
+        """Close the index files (the entries stay), without checking unread ones."""
+        self._offset_index.close()
+        self._time_index.close()
 
     # -------------------------------------------------------------- header scans
 
@@ -318,6 +354,8 @@ class LogSegment:
         for pos, h in self._headers(start, self.size):
             next_offset = h[F_BASE_OFFSET] + h[F_LAST_DELTA] + 1
             end = pos + h[F_LENGTH] + LOG_OVERHEAD
+        if end == self.size:
+            self._next_offset = next_offset  # the loader's check scanned it: once
         return next_offset, end
 
     # -------------------------------------------------------------- timestamps
@@ -446,8 +484,8 @@ class LogSegment:
                 self._unflushed = False  # first: an append meanwhile marks it again
                 with self._file as fd:
                     _fdatasync(fd)
-            self.offset_index.flush()
-            self.time_index.flush()
+            self._offset_index.flush()
+            self._time_index.flush()
         except OSError:
             if not self.closed:  # closed by a truncation while we were flushing
                 raise
@@ -533,8 +571,8 @@ class LogSegment:
         self._bytes_since_index = bytes_since_index
 
     def resize_indexes(self, max_index_size: int) -> None:
-        self.offset_index.resize(max_index_size)
-        self.time_index.resize(max_index_size)
+        self._offset_index.resize(max_index_size)
+        self._time_index.resize(max_index_size)
 
     # -------------------------------------------------------------- files
 
@@ -542,20 +580,18 @@ class LogSegment:
         if self.closed:
             return
         self.append_final_time_index_entry()
-        self.offset_index.close()
-        self.time_index.close()
+        self.close_index_handles()
         self.closed = True
         self._file.close()
 
     def _paths(self) -> list[Path]:
         txn = segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX, self.suffix)
-        return [self.log_path, self.offset_index.path, self.time_index.path, txn]
+        return [self.log_path, self._offset_index.path, self._time_index.path, txn]
 
     def close_handles(self) -> None:
         """Close the files without writing anything (a failed disk, a simulated crash)."""
         if not self.closed:
-            self.offset_index.close()
-            self.time_index.close()
+            self.close_index_handles()
             self.closed = True
             self._file.close()
 
@@ -572,8 +608,9 @@ class LogSegment:
         txn_old = segment_file(self.directory, self.base_offset, TXN_INDEX_SUFFIX, old)
         self.log_path = self._rename(self.log_path, LOG_SUFFIX, new)
         self._file.rename(self.log_path)
-        self.offset_index.rename(segment_file(self.directory, self.base_offset, INDEX_SUFFIX, new))
-        self.time_index.rename(
+        self._offset_index.rename(
+            segment_file(self.directory, self.base_offset, INDEX_SUFFIX, new))
+        self._time_index.rename(
             segment_file(self.directory, self.base_offset, TIME_INDEX_SUFFIX, new)
         )
         if txn_old.exists():

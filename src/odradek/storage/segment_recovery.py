@@ -54,8 +54,12 @@ class RecoverableSegment(Protocol):
     size: int
     index_interval_bytes: int
     log_path: Path
-    offset_index: OffsetIndex
-    time_index: TimeIndex
+
+    @property
+    def offset_index(self) -> OffsetIndex: ...
+
+    @property
+    def time_index(self) -> TimeIndex: ...
 
     def read_batch(self, position: int, size: int) -> bytes: ...
 
@@ -83,8 +87,22 @@ def recover_segment(
     feeds its leader epoch cache during recovery.
     """
     offset_index, time_index = segment.offset_index, segment.time_index
-    offset_index.reset()
-    time_index.reset()
+    # rebuilt in memory; each file is rewritten only if its entries changed
+    offset_index.begin_rebuild()
+    time_index.begin_rebuild()
+    try:
+        return _rebuild(segment, on_new_epoch, latest_epoch)
+    finally:
+        offset_index.end_rebuild()
+        time_index.end_rebuild()
+
+
+def _rebuild(
+    segment: RecoverableSegment,
+    on_new_epoch: Callable[[int, int], object] | None,
+    latest_epoch: int | None,
+) -> int:
+    offset_index, time_index = segment.offset_index, segment.time_index
     file_size = segment.file_size()
     valid = 0
     last_index_entry = 0
