@@ -24,34 +24,23 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.protocol.client_framing import ClientFraming
 from odradek.protocol.errors import ErrorCode
-from tests.conftest import BrokerProcess, free_port
+from tests.conftest import BrokerProcess
 from tests.quotas.test_client_quotas_admin import Quotas
 from tests.quotas.test_quota_cli import odradek
+from tests.sasl_broker import plain_sasl_broker
 from tests.security.authz import make
 from tests.wire import WireClient
 
 MS = datetime.timedelta(milliseconds=1)
 M = "controller_mutation_rate"
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'user_admin="admin-secret" user_alice="alice-secret" user_bob="bob-secret";')
 
 
 @pytest.fixture(scope="module")
 def mutation_broker(tmp_path_factory: pytest.TempPathFactory
                     ) -> Iterator[tuple[BrokerProcess, int]]:
-    sasl_port = free_port()
-    process = BrokerProcess(tmp_path_factory.mktemp("mutation-quota") / "data", overrides={
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "controller.quota.window.num": "2",
-    })
-    process.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{process.port},"
-                                      f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}")
-    process.start()
-    try:
-        yield process, sasl_port
-    finally:
-        process.stop()
+    with plain_sasl_broker(tmp_path_factory.mktemp("mutation-quota") / "data",
+                           **{"controller.quota.window.num": "2"}) as started:
+        yield started
 
 
 def _set(broker: BrokerProcess, entity: dict[str, str | None], rate: float) -> None:

@@ -21,32 +21,18 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.conftest import BrokerProcess, free_port
+from tests.conftest import BrokerProcess
 from tests.quotas.test_client_quotas_admin import Quotas
+from tests.sasl_broker import AUTHORIZER, plain_sasl_broker
 
 CLUSTER_AUTHORIZATION_FAILED = 31
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'username="admin" password="admin-secret" user_admin="admin-secret" '
-        'user_alice="alice-secret" user_bob="bob-secret";')
 
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, int]]:
-    sasl_port = free_port()
-    process = BrokerProcess(tmp_path_factory.mktemp("user-quotas") / "data", overrides={
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "quota.window.num": "4",
-    })
-    process.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{process.port},"
-                                      f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}")
-    process.start()
-    try:
-        yield process, sasl_port
-    finally:
-        process.stop()
+    with plain_sasl_broker(tmp_path_factory.mktemp("user-quotas") / "data", **AUTHORIZER,
+                           **{"quota.window.num": "4"}) as started:
+        yield started
 
 
 def _quotas(port: int, user: str) -> Quotas:

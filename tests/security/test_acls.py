@@ -28,11 +28,8 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.conftest import BrokerProcess, free_port
-
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'username="admin" password="admin-secret" user_admin="admin-secret" '
-        'user_alice="alice-secret" user_bob="bob-secret";')
+from tests.conftest import BrokerProcess
+from tests.sasl_broker import AUTHORIZER, plain_sasl_broker
 
 
 class Broker:
@@ -50,21 +47,9 @@ class Broker:
 
 @pytest.fixture(scope="module")
 def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    sasl_port = free_port()
-    process = BrokerProcess(tmp_path_factory.mktemp("acls") / "data", overrides={
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "group.initial.rebalance.delay.ms": "0",
-    })
-    process.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{process.port},"
-                                      f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}")
-    process.start()
-    try:
-        yield Broker(process, sasl_port)
-    finally:
-        process.stop()
+    with plain_sasl_broker(tmp_path_factory.mktemp("acls") / "data", **AUTHORIZER,
+                           **{"group.initial.rebalance.delay.ms": "0"}) as (process, port):
+        yield Broker(process, port)
 
 
 def _allow(broker: Broker, rtype: ResourceType, name: str, user: str,

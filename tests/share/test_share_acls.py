@@ -21,14 +21,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from tests.conftest import BrokerProcess, free_port
+from tests.conftest import BrokerProcess
+from tests.sasl_broker import AUTHORIZER, plain_sasl_broker
 from tests.share.conftest import STATE_PARTITIONS
 from tests.share.helpers import new_topic, poll_until, set_group_config
 from tests.wire import WireClient
 
-JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-        'username="admin" password="admin-secret" user_admin="admin-secret" '
-        'user_alice="alice-secret" user_bob="bob-secret";')
 GROUP_AUTHORIZATION_FAILED = 30
 TOPIC_AUTHORIZATION_FAILED = 29
 
@@ -52,22 +50,10 @@ class Secured:
 
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
-    sasl_port = free_port()
-    process = BrokerProcess(tmp_path_factory.mktemp("share-acls") / "data", overrides={
-        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-        "super.users": "User:admin;User:ANONYMOUS",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-        "group.share.heartbeat.interval.ms": "500",
-        **STATE_PARTITIONS,
-    })
-    process.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{process.port},"
-                                      f"SASL_PLAINTEXT://127.0.0.1:{sasl_port}")
-    process.start()
-    try:
-        yield Secured(process, sasl_port)
-    finally:
-        process.stop()
+    with plain_sasl_broker(tmp_path_factory.mktemp("share-acls") / "data", **{
+            **AUTHORIZER, "super.users": "User:admin;User:ANONYMOUS",
+            "group.share.heartbeat.interval.ms": "500", **STATE_PARTITIONS}) as (process, port):
+        yield Secured(process, port)
 
 
 def test_a_share_consumer_needs_read_on_group_and_topic(secured: Secured) -> None:
