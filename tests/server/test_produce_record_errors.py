@@ -23,7 +23,9 @@ HOUR_MS = 3_600_000
 
 def _produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) -> list[Any]:
     """Send `records` as one batch; the delivery error of each, in order."""
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 1000,
+    # a long linger keeps the records in one batch however slow the machine; flush()
+    # sends at once
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 10000,
                          "message.timeout.ms": 15000, "retries": 0})
     results: list[Any] = [...] * len(records)
 
