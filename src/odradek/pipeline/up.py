@@ -59,6 +59,7 @@ class Progress:
     errors: list[str] = field(default_factory=list)
     compactions: int = 0
     compactions_deferred: int = 0  # planned, but an ingest commit kept landing first
+    upkeeps: int = 0  # upkeep runs finished (a run may find no partition to compact)
     files_compacted: int = 0
     meter_rows: int = 0  # iot.meters, from the registry's Avro (with a registry)
 
@@ -333,6 +334,7 @@ class LakeKeeper:
             log.warning("lake upkeep of %s failed: %s", EVENTS, e)
             self.progress.errors.append(f"lake upkeep: {str(e).splitlines()[0]}")
             return
+        self.progress.upkeeps += 1
         if compacted.deferred:
             self.progress.compactions_deferred += 1
         if compacted.files_replaced:

@@ -43,8 +43,11 @@ def test_up_runs_fleet_ingest_and_stats_together_and_stops_cleanly(
     table = open_catalog(LakeConfig.local(tmp_path / "lake")).load_table("iot.events")
     events = table.scan().to_arrow()
     assert events.num_rows == progress.rows  # compaction, if it ran, kept every row
-    if progress.batches > 3:  # an upkeep ran: it compacted, or an ingest commit won
-        assert progress.compactions + progress.compactions_deferred >= 1, progress
+    # an upkeep starts every 3 batches while up runs, and the stop waits for it (the
+    # batch in flight when the run ends finishes after the last check: hence 4, not 3);
+    # it compacts only partitions with two small files or more (test_maintenance.py)
+    if progress.batches > 4:
+        assert progress.upkeeps >= 1, progress
 
     lines = [json.loads(line) for line in out.getvalue().splitlines()]  # JSON lines only
     ticks = [e for e in lines if e["event"] == "progress"]
