@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BrokerProcess, free_port
+from tests.sasl_broker import plain_sasl_broker
 
 JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
         'username="admin" password="admin-secret" user_admin="admin-secret" '
@@ -18,18 +18,8 @@ JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
 
 @pytest.fixture(scope="module")
 def sasl_address(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    broker = BrokerProcess(tmp_path_factory.mktemp("sasl") / "data", overrides={
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-    })
-    broker.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{broker.port},"
-                                     f"SASL_PLAINTEXT://127.0.0.1:{port}")
-    broker.start()
-    try:
+    with plain_sasl_broker(tmp_path_factory.mktemp("sasl") / "data") as (_, port):
         yield f"127.0.0.1:{port}"
-    finally:
-        broker.stop()
 
 
 def _client_properties(path: Path, password: str) -> Path:
