@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -79,6 +80,35 @@ def test_partitions_go_to_the_emptiest_dir(dirs: list[Path]) -> None:
     log = m.get("orders", 4)
     assert log is not None and read_partition_metadata(log.directory) == topic_id
     assert m.create("orders", 4) is log
+    m.shutdown()
+
+
+def test_a_new_partition_has_kafkas_files_and_a_leftover_dir_is_read_not_assumed_empty(
+    dirs: list[Path],
+) -> None:
+    """A partition made now skips the listing and the temporary files (CreateTopics
+    makes thousands); a dir already there (a crash between its mkdir and the metadata
+    commit, or a failed open) is opened like any other, its records kept."""
+    m = manager(dirs[:1])
+    topic_id = "AAECAwQFBgcICQoLDA0ODw"
+    fresh = m.create("fresh", 0, topic_id=topic_id)
+    fresh.leader_epochs.assign(0, 0)
+    assert sorted(os.listdir(fresh.directory)) == [
+        "00000000000000000000.index", "00000000000000000000.log",
+        "00000000000000000000.timeindex", "leader-epoch-checkpoint", "partition.metadata"]
+    assert read_partition_metadata(fresh.directory) == topic_id
+    assert (fresh.directory / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    fresh.leader_epochs.assign(3, 0)  # the next write replaces the file atomically
+    assert (fresh.directory / "leader-epoch-checkpoint").read_text() == "0\n1\n3 0\n"
+
+    old = m.create("old", 0)
+    old.append_as_leader(make_batch([b"a", b"b"]), 0)
+    old.flush()
+    # a dir the manager has not opened, with records in it
+    shutil.copytree(old.directory, dirs[0] / "left-0")
+    reopened = m.create("left", 0, topic_id=topic_id)
+    assert reopened.log_end_offset == 2
+    assert read_partition_metadata(reopened.directory) == topic_id
     m.shutdown()
 
 

@@ -66,9 +66,8 @@ def fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def _write_file(path: Path, data: bytes, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
@@ -77,7 +76,22 @@ def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_atomically(path: Path, data: bytes, *, sync: bool = True) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    _write_file(tmp, data, sync)
     os.replace(tmp, path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+def write_new_file(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """A file written in place, without the temporary file and rename: only for a
+    file that did not exist, in a directory just made (a new partition's metadata and
+    epoch files). A crash can leave it torn; its reader repairs or rebuilds it, as it
+    does a damaged one."""
+    _write_file(path, data, sync)
     if sync:
         fsync_dir(path.parent)
 
@@ -242,10 +256,13 @@ def write_meta_properties(path: Path, meta: MetaProperties) -> None:
 # ------------------------------------------------------------------ partition.metadata
 
 
-def write_partition_metadata(partition_dir: Path, topic_id: str, *, sync: bool = True) -> None:
+def write_partition_metadata(partition_dir: Path, topic_id: str, *, sync: bool = True,
+                             new: bool = False) -> None:
+    """`new`: the dir was just made (write_new_file)."""
     uuid_from_str(topic_id)  # refuse to write what Kafka could not read back
     text = f"version: 0\ntopic_id: {topic_id}"
-    write_atomically(partition_dir / PARTITION_METADATA, text.encode(), sync=sync)
+    write = write_new_file if new else write_atomically
+    write(partition_dir / PARTITION_METADATA, text.encode(), sync=sync)
 
 
 def read_partition_metadata(partition_dir: Path) -> str | None:

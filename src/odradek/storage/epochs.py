@@ -23,6 +23,7 @@ from odradek.storage.checkpoints import (
     parse_checkpoint,
     read_text,
     write_atomically,
+    write_new_file,
 )
 from odradek.storage.descriptors import is_exhausted
 
@@ -39,17 +40,19 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochFileCache:
-    def __init__(self, path: Path, *, sync: bool = True) -> None:
+    def __init__(self, path: Path, *, sync: bool = True, new: bool = False) -> None:
         """`sync=False`: writes are not fsynced; the log calls `sync()` before its
         recovery point advances (Kafka's KAFKA-15046: becoming leader of thousands of
-        partitions paid an fsync each)."""
+        partitions paid an fsync each). `new`: the file cannot exist yet (a partition
+        dir just made), so it is not read and its first write needs no rename."""
         self.path = path
         self._sync = sync
         # set when the file could not be read: the log rebuilds it from its batches
         self.damaged: str | None = None
         self.unsaved = False  # a write failed for want of descriptors: retried later
         self._unsynced = False
-        self._entries: list[EpochEntry] = self._read()
+        self._fresh = new
+        self._entries: list[EpochEntry] = [] if new else self._read()
         # what the file holds (None: unknown): a write of the same entries is skipped
         self._on_disk: list[EpochEntry] | None = None if self.damaged else list(self._entries)
 
@@ -97,7 +100,12 @@ class LeaderEpochFileCache:
             return
         lines = (f"{e.epoch} {e.start_offset}" for e in self._entries)
         try:
-            write_atomically(self.path, format_checkpoint(lines).encode(), sync=self._sync)
+            data = format_checkpoint(lines).encode()
+            if self._fresh:
+                write_new_file(self.path, data, sync=self._sync)
+                self._fresh = False
+            else:
+                write_atomically(self.path, data, sync=self._sync)
         except OSError as exc:
             if not is_exhausted(exc):
                 raise

@@ -86,16 +86,22 @@ class LoadedPartition(LoadedLog):
 
 def load_partition(directory: Path, config: LogConfig, *, recovery_point: int,
                    log_start_offset: int, clean_shutdown: bool, now_ms: int,
-                   producer_id_expiration_ms: int, must_exist: bool) -> LoadedPartition:
+                   producer_id_expiration_ms: int, must_exist: bool,
+                   new: bool = False) -> LoadedPartition:
     """Open (creating it unless `must_exist`) and recover a partition directory, as
     Kafka's UnifiedLog factory does with its LogLoader; an unreadable epoch file is
-    rebuilt from the batches that survived."""
+    rebuilt from the batches that survived. `new`: the caller has just made the
+    directory, so there is nothing in it to list or read (CreateTopics makes thousands
+    of partitions, and each of these system calls counts)."""
     parse_topic_partition(directory.name)
-    if not must_exist:
-        directory.mkdir(parents=True, exist_ok=True)
-    # listed once for the loader and the producer state (FileNotFoundError: gone)
-    listing = os.listdir(directory)
-    epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False)
+    if new:
+        listing: list[str] = []
+    else:
+        if not must_exist:
+            directory.mkdir(parents=True, exist_ok=True)
+        # listed once for the loader and the producer state (FileNotFoundError: gone)
+        listing = os.listdir(directory)
+    epochs = LeaderEpochFileCache(directory / LEADER_EPOCH_CHECKPOINT, sync=False, new=new)
     producers = ProducerStateManager(
         directory, producer_id_expiration_ms=producer_id_expiration_ms, listing=listing
     )

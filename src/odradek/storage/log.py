@@ -106,6 +106,7 @@ class Log(SegmentListChanges):
         clock_ms: Callable[[], int] = _now_ms,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         must_exist: bool = False,
+        new: bool = False,
     ) -> Log:
         """Open (creating if needed) a partition directory, recovering it if need be
         (loader.load_partition). `must_exist`: FileNotFoundError rather than an empty
@@ -114,7 +115,7 @@ class Log(SegmentListChanges):
             directory, config, recovery_point=recovery_point,
             log_start_offset=log_start_offset, clean_shutdown=clean_shutdown,
             now_ms=clock_ms(), producer_id_expiration_ms=producer_id_expiration_ms,
-            must_exist=must_exist,
+            must_exist=must_exist, new=new,
         )  # fmt: skip
         return cls(directory, config, loaded, clock_ms)
 

@@ -99,6 +99,19 @@ def _now_ms() -> int:
 FREEZE_AFTER_LOGS = 1_000
 
 
+def _make_dir(path: Path) -> bool:
+    """Make a partition's dir; False if it was there already (left by a crash, or a
+    log whose open failed), so that its contents are read rather than assumed empty."""
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        return False
+    except FileNotFoundError:  # the log dir itself went missing: made again, as before
+        path.mkdir(parents=True, exist_ok=True)
+        return False
+    return True
+
+
 class LogManager:
     def __init__(
         self,
@@ -246,12 +259,14 @@ class LogManager:
 
     def open_log(self, path: Path, config: LogConfig, *, recovery_point: int = 0,
                  log_start_offset: int = 0, clean_shutdown: bool = False,
-                 must_exist: bool = False) -> Log:
-        """Open a partition dir with this manager's clock, and watch it for I/O errors."""
+                 must_exist: bool = False, new: bool = False) -> Log:
+        """Open a partition dir with this manager's clock, and watch it for I/O errors.
+        `new`: the dir was just made and is empty (see `create`)."""
         lg = Log.open(
             path, config, recovery_point=recovery_point, log_start_offset=log_start_offset,
             clean_shutdown=clean_shutdown, clock_ms=self._clock,
             producer_id_expiration_ms=self.producer_id_expiration_ms, must_exist=must_exist,
+            new=new,
         )  # fmt: skip
         lg.on_io_error = self._on_io_error
         lg.on_append = self._note_append
@@ -333,14 +348,14 @@ class LogManager:
         directory = min(counts, key=lambda d: (counts[d], self.log_dirs.index(d)))
         path = directory / f"{topic}-{partition}"
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            new = _make_dir(path)
             if topic_id is not None:
-                write_partition_metadata(path, topic_id, sync=durable)
+                write_partition_metadata(path, topic_id, sync=durable, new=new)
             if durable:
                 fsync_dir(directory)
             else:
                 self._unsynced.add(path)
-            created = self.open_log(path, config or self._config_for(topic))
+            created = self.open_log(path, config or self._config_for(topic), new=new)
         except OSError as exc:
             if is_exhausted(exc):
                 # not the disk's fault: this partition stays offline, the dir serves on

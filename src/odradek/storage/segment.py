@@ -157,7 +157,7 @@ class LogSegment:
         if create:
             # Kafka's tools expect both index files next to every log file.
             for index_path in (self._offset_index.path, self._time_index.path):
-                index_path.touch()
+                os.close(os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
         self._bytes_since_index = 0
         self._max_ts: int | None = None  # None: not known yet, read lazily
         self._max_ts_offset = -1
