@@ -215,6 +215,8 @@ class Broker:
             self._load_acls()
             self.pipeline.authorize = RequestAuthorizer(self._authorizer)
         self._load_quotas()
+        # before the listeners: a broker that answers a client answers its scrapes too
+        self._start_metrics_endpoint()
         for server in self._servers:
             await server.start_serving()
         # fsyncs and checkpoint writes block: keep them off the event loop
@@ -222,7 +224,6 @@ class Broker:
                     lambda: loop.run_in_executor(None, self.logs.flush_due))
         self._every(int(self.config["log.flush.offset.checkpoint.interval.ms"]) or 60_000,
                     lambda: loop.run_in_executor(None, self.logs.checkpoint))
-        self._start_metrics_endpoint()
         idle_ms = int(self.config["connections.max.idle.ms"])
         self._every(max(min(30_000, idle_ms // 2), 50), self._close_idle_connections)
         if any(s.tls is not None for s in self.listener_security.values()):
