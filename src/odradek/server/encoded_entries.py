@@ -70,14 +70,17 @@ class EncodedEntries(Generic[S]):
         self._same = same
         self._entries: dict[str, tuple[S, dict[int, bytes]]] = {}
 
-    def get(self, key: str, stamp: S, version: int, build: Callable[[], Any]) -> bytes:
+    def get(self, key: str, stamp: S, version: int,
+            build: Callable[[str, S], Any]) -> bytes:
+        """`key`'s entry at `version`, encoded from `build(key, stamp)` on a miss (one
+        builder per listing, not a closure per item: this runs per item per request)."""
         held = self._entries.get(key)
         if held is None or not self._same(held[0], stamp):
             held = (stamp, {})
             self._entries[key] = held
         encoded = held[1].get(version)
         if encoded is None:
-            encoded = held[1][version] = encode_entity(build())
+            encoded = held[1][version] = encode_entity(build(key, stamp))
         return encoded
 
     def __len__(self) -> int:
@@ -112,12 +115,11 @@ def splice(api_key: int, version: int, correlation_id: int, empty: Any, array: s
     marker = b"\x01" if flexible else b"\0\0\0\0"
     if frame[at:at + len(marker)] != marker:  # the schema moved: a bug here, not input
         raise AssertionError(f"API {api_key} v{version}: no empty {array} array at {at}")
-    body = list(entries)
+    body = entries if isinstance(entries, list) else list(entries)
     count = _varint(len(body) + 1) if flexible else _I32.pack(len(body))
     out = bytearray(frame[:at])
     out += count
-    for entry in body:
-        out += entry
+    out += b"".join(body)
     out += frame[at + len(marker):]
     _I32.pack_into(out, 0, len(out) - 4)
     # throttle_time_ms, where a version has it, is the body's first field, after the

@@ -33,7 +33,7 @@ class TopicEntries:
         self._entries: EncodedEntries[TopicInfo] = EncodedEntries(operator.is_)
 
     def get(self, topic: TopicInfo, version: int, build: Callable[[], Any]) -> bytes:
-        return self._entries.get(topic.name, topic, version, build)
+        return self._entries.get(topic.name, topic, version, lambda _name, _topic: build())
 
     def forget_missing(self, topics: dict[str, TopicInfo]) -> None:
         self._entries.forget_missing(topics.keys())

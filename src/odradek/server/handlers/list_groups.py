@@ -1,16 +1,15 @@
 """ListGroups (16): the groups this broker coordinates, filtered by state and type.
 
-At 10,000 groups, building and encoding every group's entry per request cost most of
-a second; each group's entry is kept encoded (server/encoded_entries.py) under its
+At 10,000 groups, building and encoding every group's entry per request cost a fifth
+of a second; each group's entry is kept encoded (server/encoded_entries.py) under its
 live (protocol type, state, type), read on every request, so a group that joins,
-changes state or goes shows in the very next answer.
+changes state or goes shows in the very next answer. The loop below runs per group
+per request: it stays flat (no generator, no closure per group).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 from odradek.coordinator.group.classic import ClassicGroup
@@ -28,16 +27,6 @@ _by_coordinator: weakref.WeakKeyDictionary[Any, EncodedEntries[Stamp]] = \
     weakref.WeakKeyDictionary()
 
 
-def _stamps(ctx: RequestContext) -> Iterator[tuple[str, Stamp]]:
-    """(group id, stamp) of every group this broker coordinates, share groups last."""
-    for g in coordinator(ctx).list_groups():
-        protocol_type = (g.protocol_type or "") if isinstance(g, ClassicGroup) else "consumer"
-        yield g.group_id, (protocol_type, g.state_name, g.kind)
-    shares = ctx.ports.shares
-    for sg in shares.coordinator.list_groups() if shares is not None else ():
-        yield sg.group_id, ("share", sg.state_name, "share")
-
-
 def handle(ctx: RequestContext, request: Any) -> Any:
     schema = ctx.schema
     version = ctx.version
@@ -48,21 +37,32 @@ def handle(ctx: RequestContext, request: Any) -> Any:
     cache = _by_coordinator.get(owner)
     if cache is None:
         cache = _by_coordinator[owner] = EncodedEntries()
-    listed = list(_stamps(ctx))
+    listed: list[tuple[str, Stamp]] = []
+    for g in owner.list_groups():
+        if isinstance(g, ClassicGroup):
+            listed.append((g.group_id, (g.protocol_type or "", g.state_name, "classic")))
+        else:
+            listed.append((g.group_id, ("consumer", g.state_name, g.kind)))
+    shares = ctx.ports.shares
+    for sg in shares.coordinator.list_groups() if shares is not None else ():
+        listed.append((sg.group_id, ("share", sg.state_name, "share")))
     if len(cache) > 2 * len(listed) + 100:
         cache.forget_missing({group_id for group_id, _ in listed})
-    entries = []
-    for group_id, stamp in listed:
-        _, state, kind = stamp
-        if states and state.lower() not in states:
-            continue
-        if types and kind not in types:
-            continue
-        if denied is not None and denied(group_id):
-            continue
-        entries.append(cache.get(group_id, stamp, version, partial(
-            build, schema.ListedGroup, group_id=group_id, protocol_type=stamp[0],
-            group_state=state, group_type=kind)))
+
+    listed_group = schema.ListedGroup
+
+    def entry(group_id: str, stamp: Stamp) -> Any:
+        return build(listed_group, group_id=group_id, protocol_type=stamp[0],
+                     group_state=stamp[1], group_type=stamp[2])
+
+    get = cache.get
+    if states or types or denied is not None:
+        entries = [get(group_id, stamp, version, entry) for group_id, stamp in listed
+                   if (not states or stamp[1].lower() in states)
+                   and (not types or stamp[2] in types)
+                   and (denied is None or not denied(group_id))]
+    else:
+        entries = [get(group_id, stamp, version, entry) for group_id, stamp in listed]
     empty = build(schema.ListGroupsResponse, error_code=ErrorCode.none, groups=())
     return splice(API_KEY, version, ctx.header.correlation_id, empty, "groups", entries)
 
