@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.brokers import cpu_seconds
 from bench.scale_broker import RawClient, ScaleBroker, create_topics
 from bench.scale_groups import LIST_GROUPS, TOPIC, schema, wait_for_coordinator
 from odradek.protocol.client_framing import decode_response
@@ -93,9 +94,12 @@ def measure(size: int, trees: dict[str, str | None], workdir: Path) -> dict[str,
             clients[name] = RawClient(b.bootstrap)
             commit_groups(clients[name], groups)
             list_once(clients[name], size)  # warm-up (and the cache, where there is one)
+        cpu_before = {name: sum(cpu_seconds(b.pid)) for name, b in brokers.items()}
         for _ in range(ROUNDS):
             for name in trees:
                 samples[name].append(list_once(clients[name], size))
+        cpu = {name: (sum(cpu_seconds(b.pid)) - cpu_before[name]) / ROUNDS * 1000
+               for name, b in brokers.items()}
     finally:
         for c in clients.values():
             c.close()
@@ -104,7 +108,8 @@ def measure(size: int, trees: dict[str, str | None], workdir: Path) -> dict[str,
             shutil.rmtree(b.data_dir, ignore_errors=True)
     row: dict[str, Any] = {"size": size}
     for name, got in samples.items():
-        row[name] = (statistics.median(s[0] for s in got), statistics.median(s[1] for s in got))
+        row[name] = (statistics.median(s[0] for s in got), statistics.median(s[1] for s in got),
+                     cpu[name])
     return row
 
 
@@ -122,11 +127,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows = [measure(int(n), trees, workdir) for n in args.groups.split(",")]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\nListGroups v4, median of {ROUNDS} alternated requests (ms: frame in / decoded),"
-          f" load average {os.getloadavg()[0]:.1f}\n")
-    print(f"{'groups':>8} " + " ".join(f"{name:>20}" for name in trees))
+    print(f"\nListGroups v4, median of {ROUNDS} alternated requests (ms: frame in / decoded"
+          f" / broker CPU per request), load average {os.getloadavg()[0]:.1f}\n")
+    print(f"{'groups':>8} " + " ".join(f"{name:>28}" for name in trees))
     for row in rows:
-        cells = " ".join(f"{row[n][0]:>9.1f} / {row[n][1]:>8.1f}" for n in trees)
+        cells = " ".join(f"{row[n][0]:>8.1f} / {row[n][1]:>7.1f} / {row[n][2]:>6.1f}"
+                         for n in trees)
         print(f"{row['size']:>8,} {cells}")
     return 0
 
