@@ -7,7 +7,8 @@ Kafka's code. A check per item (each topic of a Produce, each group of a Describ
 narrows the request to the allowed items before the handler sees it and adds the denied
 ones back to the response with their error — the same request/response mirrors that
 build error responses (error_responses.py). Listings filter (Metadata of all topics,
-ListGroups). Fetch and Metadata consult `ctx.topic_denied` themselves.
+ListGroups). Fetch and Metadata consult `ctx.topic_denied` themselves, ListGroups
+`ctx.group_denied`.
 
 An API with checks this step does not know yet is served to super users only: with an
 authorizer configured, nothing is ever allowed by omission.
@@ -332,12 +333,9 @@ class RequestAuthorizer:
         if self.cluster(ctx, Op.DESCRIBE, log_denied=False):
             return Verdict(request)
 
-        def finish(response: Any) -> Any:
-            return replace(response, groups=tuple(
-                g for g in response.groups
-                if self.allowed(ctx, Op.DESCRIBE, R.GROUP, g.group_id, log_denied=False)))
-
-        return Verdict(request, finish)
+        ctx.group_denied = lambda group_id: not self.allowed(
+            ctx, Op.DESCRIBE, R.GROUP, group_id, log_denied=False)
+        return Verdict(request)
 
     def _api_19(self, ctx: RequestContext, request: Any) -> Verdict:  # CreateTopics
         if self.cluster(ctx, Op.CREATE, log_denied=False):

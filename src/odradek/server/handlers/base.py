@@ -83,6 +83,7 @@ class RequestContext:
     # set by the authorization step for the handlers that check topics themselves
     topic_denied: Callable[[str], bool] | None = None
     topic_creatable: Callable[[str], bool] | None = None
+    group_denied: Callable[[str], bool] | None = None  # ListGroups filters with it
     request_size: int = 0  # the frame's bytes, for the produce quota
     # set by the throttle step for CreateTopics, CreatePartitions and DeleteTopics of a
     # client under a controller_mutation_rate quota
