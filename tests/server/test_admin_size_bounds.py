@@ -139,7 +139,9 @@ def test_a_deleted_topic_is_gone_at_once_and_its_name_can_be_used_again(
 @pytest.mark.slow
 def test_other_clients_are_answered_while_a_big_topic_is_deleted(
         broker: BrokerProcess) -> None:
-    """5,000 partitions' logs closed and renamed held the loop ~0.5 s (1.2 s at load 6)."""
+    """5,000 partitions' logs closed and renamed at once held the loop 0.5 to 1.2 s (load 3 to 6;
+    0.64 s at load 5.5 in this test); in slices the longest wait was 0.13 s. The bound
+    leaves room for a loaded machine; a wait near a second means the loop was held."""
     name, count = "big-delete", 5000
     gaps: list[float] = []
     done = threading.Event()
