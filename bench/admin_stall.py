@@ -4,7 +4,9 @@
 One broker (`python -m odradek broker`, PYTHONPATH's odradek); for each size, a topic is
 created (CreateTopics v7) and then deleted (DeleteTopics v6) while a second connection
 sends ApiVersions round trips back to back. Prints each call's time and the prober's
-slowest round trip. Compare revisions by putting the other `src/` first on PYTHONPATH.
+slowest round trip, and when the deleted partitions' dirs were all renamed `…-delete`
+(the broker does that after answering DeleteTopics): the delete rate is the partitions
+over that time. Compare revisions by putting the other `src/` first on PYTHONPATH.
 Issue 11 asks the slowest round trip under 1 s.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,6 +53,14 @@ def _timed(prober: Prober, call: object) -> tuple[float, float]:
     return time.monotonic() - start, prober.worst
 
 
+def _renamed(data: str, name: str, started: float) -> float:
+    """Seconds from `started` until no dir of topic `name` is left unrenamed."""
+    live = re.compile(rf"{re.escape(name)}-\d+")
+    while any(live.fullmatch(d) for d in os.listdir(data)):
+        time.sleep(0.01)
+    return time.monotonic() - started
+
+
 def main(sizes: list[int]) -> None:
     port = free_port()
     with tempfile.TemporaryDirectory() as data:
@@ -71,8 +82,9 @@ def main(sizes: list[int]) -> None:
             prober = Prober(bootstrap)
             prober.start()
             print(f"load average {os.getloadavg()[0]:.1f}")
-            print("| partitions | create s | slowest other client ms | delete s | slowest ms |")
-            print("|---:|---:|---:|---:|---:|")
+            print("| partitions | create s | slowest other client ms | delete s | slowest ms "
+                  "| dirs renamed s | deleted/s |")
+            print("|---:|---:|---:|---:|---:|---:|---:|")
             with WireClient(bootstrap, timeout=600) as w:
                 for n in sizes:
                     name = f"stall-{n}"
@@ -81,10 +93,14 @@ def main(sizes: list[int]) -> None:
                     create = _timed(prober, lambda t=topic: w.call(
                         19, 7, topics=(t,), timeout=600_000 * MS))
                     state = make(w.schema(20, 6).DeleteTopicState, name=name, topic_id=None)
+                    started = time.monotonic()
                     delete = _timed(prober, lambda s=state: w.call(
                         20, 6, topics=(s,), timeout=600_000 * MS))
+                    renamed = _renamed(data, name, started)
+                    worst = max(delete[1], prober.worst)  # the renames may outlast the call
                     print(f"| {n:,} | {create[0]:.2f} | {create[1] * 1000:.0f} | "
-                          f"{delete[0]:.2f} | {delete[1] * 1000:.0f} |", flush=True)
+                          f"{delete[0]:.2f} | {worst * 1000:.0f} | {renamed:.2f} | "
+                          f"{n / renamed:,.0f} |", flush=True)
             prober.stopped.set()
         finally:
             broker.terminate()

@@ -194,6 +194,39 @@ def test_delete_renames_then_purges(dirs: list[Path]) -> None:
     assert not renamed.exists()
 
 
+def test_a_partition_deleted_in_steps_can_be_created_again_before_its_step(
+        dirs: list[Path]) -> None:
+    m = manager(dirs[:1])
+    for i in range(3):
+        m.create("again", i).append_as_leader(make_batch(), 0)
+    steps = m.delete_in_steps([("again", i) for i in range(3)])
+    assert m.get("again", 0) is None  # gone before any step ran
+    fresh = m.create("again", 0)  # renames the old dir first
+    assert fresh.log_end_offset == 0
+    for _ in steps:
+        pass
+    m.sync_deleted()
+    deleted = sorted(p.name for p in dirs[0].iterdir() if p.name.endswith("-delete"))
+    assert [n.split(".")[0] for n in deleted] == ["again-0", "again-1", "again-2"]
+    assert m.get("again", 0) is fresh and fresh.log_end_offset == 0
+    m.shutdown()
+
+
+def test_a_stop_during_a_delete_in_steps_renames_the_rest(dirs: list[Path]) -> None:
+    m = manager(dirs[:1])
+    for i in range(4):
+        m.create("stopped", i).append_as_leader(make_batch(), 0)
+    steps = m.delete_in_steps([("stopped", i) for i in range(4)])
+    next(steps)  # one renamed, three left when the broker stops
+    m.shutdown()
+    names = [p.name for p in dirs[0].iterdir() if p.name.startswith("stopped")]
+    assert len(names) == 4 and all(n.endswith("-delete") for n in names)
+    again = manager(dirs[:1])  # the next start removes them
+    assert not [p for p in dirs[0].iterdir() if p.name.startswith("stopped")]
+    assert again.get("stopped", 0) is None
+    again.shutdown()
+
+
 def test_flush_due_honours_flush_ms(dirs: list[Path]) -> None:
     clock = Clock()
     m = manager(dirs[:1], clock=clock, config=LogConfig(flush_ms=1000))

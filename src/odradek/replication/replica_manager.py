@@ -423,13 +423,15 @@ class ReplicaManager:
         return p
 
     def remove_topic(self, topic: str) -> list[Partition]:
+        """Stops hosting the topic's partitions: requests naming them fail from now on.
+        The caller fails each one's waiters (`Partition.fail_waiters`, which also tells
+        the fetch sessions holding it), a deleted topic's in slices of the loop."""
         gone = sorted(self._by_topic.pop(topic, {}).values(), key=lambda p: p.index)
         self._applied.pop(topic, None)
         self._added.discard(topic)
         for p in gone:
             del self.partitions[(p.topic, p.index)]
             self._stop_following((p.topic, p.index))
-            p.fail_waiters()  # also tells the fetch sessions holding it
         return gone
 
     def topic_partitions(self, topic: str) -> list[Partition]:

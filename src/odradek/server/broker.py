@@ -467,9 +467,8 @@ class Broker:
             self.hosting.open_partitions(topic)
             self.hosting.drop_replicas_moved_away(topic)
         elif event == "deleted":
-            removed = self.replicas.remove_topic(topic)
-            self.logs.delete_many((p.topic, p.index) for p in removed)
-            self.metrics.partitions.set(len(self.replicas.partitions))
+            # not awaited: DeleteTopics answers once the topic is gone from the metadata
+            self.hosting.delete_topic(topic)
         elif event == "configs":
             config = self.log_config_for(topic)
             for p in self.replicas.topic_partitions(topic):

@@ -1,7 +1,7 @@
 """The partitions this broker hosts, following the metadata: opened when a topic is
-created here (in slices of the event loop's time, so a topic of thousands of partitions
-never holds other clients), reconciled with the log dirs at start-up, and dropped when a
-reassignment moves them away (Kafka's StopReplica with delete).
+created here and closed when it is deleted (in slices of the event loop's time, so a
+topic of thousands of partitions never holds other clients), reconciled with the log
+dirs at start-up, and dropped when a reassignment moves them away (Kafka's StopReplica with delete).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# How long a topic's partitions are opened at a stretch before the loop serves others:
+# How long a topic's partitions are opened (or deleted) at a stretch before the loop serves others:
 # well under Kafka clients' expectations of a responsive broker (issue 11 asks < 1 s).
 OPEN_SLICE_S = 0.05
 
@@ -73,25 +73,48 @@ class PartitionHosting:
         self.broker = broker
 
     def open_topic(self, topic: str, then: Callable[[], None]) -> asyncio.Task[None] | None:
-        """Opens a new topic's partitions hosted here and runs `then` when all are open:
-        the first slice now, the rest in the task returned (the embedded controller
-        answers CreateTopics when it is done; every other client is served between the
-        slices)."""
-        steps = self.opening(topic)
-        if _run_for(steps, OPEN_SLICE_S if _loop_running() else None):
+        """Opens a new topic's partitions hosted here and runs `then` when all are open
+        (the embedded controller answers CreateTopics then)."""
+        def opened() -> None:
             self.sync_created()
             then()
+        return self._in_slices(self.opening(topic), opened)
+
+    def delete_topic(self, topic: str) -> asyncio.Task[None] | None:
+        """Stops hosting a deleted topic: its partitions refuse produce and fetch now
+        (UNKNOWN_TOPIC_OR_PARTITION) and a re-create of the name opens new logs at
+        once; the old logs are closed and their dirs renamed `…-delete` in slices."""
+        removed = self.broker.replicas.remove_topic(topic)
+        self.broker.metrics.partitions.set(len(self.broker.replicas.partitions))
+        logs = self.broker.logs.delete_in_steps((p.topic, p.index) for p in removed)
+
+        def steps() -> Iterator[None]:
+            for p in removed:
+                p.fail_waiters()
+                yield
+            yield from logs
+        # all in the task: what ran above is the most the request itself may hold
+        return self._in_slices(steps(), self._sync_deleted, first_now=False)
+
+    def _in_slices(self, steps: Iterator[None], then: Callable[[], None], *,
+                   first_now: bool = True) -> asyncio.Task[None] | None:
+        """Runs `steps` and then `then`: the first slice now (or all of them, outside
+        the event loop), the rest in the task returned, every other client served
+        between the slices."""
+        running = _loop_running()
+        if (first_now or not running) and _run_for(steps, OPEN_SLICE_S if running else None):
+            then()
             return None
-        task = asyncio.get_running_loop().create_task(self._open_in_slices(steps, then))
+        task = asyncio.get_running_loop().create_task(self._run_in_slices(steps, then))
         self.broker.track(task)
         return task
 
-    async def _open_in_slices(self, steps: Iterator[None], then: Callable[[], None]) -> None:
+    @staticmethod
+    async def _run_in_slices(steps: Iterator[None], then: Callable[[], None]) -> None:
         while True:
             await asyncio.sleep(0)  # the other connections' requests run here
             if _run_for(steps, OPEN_SLICE_S):
                 break
-        self.sync_created()
         then()
 
     def reconcile(self) -> None:
@@ -162,6 +185,13 @@ class PartitionHosting:
         with contextlib.suppress(RuntimeError):  # no running loop: start-up's reconcile
             loop = asyncio.get_running_loop()
             self.broker.track(loop.run_in_executor(None, self.broker.logs.sync_created))
+
+    def _sync_deleted(self) -> None:
+        if self.broker.stopping:
+            return  # the shutdown syncs them
+        with contextlib.suppress(RuntimeError):
+            loop = asyncio.get_running_loop()
+            self.broker.track(loop.run_in_executor(None, self.broker.logs.sync_deleted))
 
     def drop_replicas_moved_away(self, topic: str) -> None:
         """A reassignment took this broker out of the replica set: stop hosting the

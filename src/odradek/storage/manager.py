@@ -31,7 +31,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +148,9 @@ class LogManager:
         # next checkpoint, as Kafka flushes a new partition's metadata file with the log
         self._unsynced: set[Path] = set()
         self._to_delete: list[tuple[Path, int]] = []  # (renamed dir, remove after ms)
+        # deleted, not yet closed and renamed (delete_in_steps); dirs renamed in, not synced
+        self._detached: dict[TopicPartition, tuple[Log, Path]] = {}
+        self._deleted_unsynced: set[Path] = set()
         self.offline_dirs: dict[Path, str] = {}  # failed dir → the error that took it down
         self._failure_lock = threading.Lock()
         self.on_dir_offline: Callable[[Path, str], None] | None = None
@@ -336,6 +339,7 @@ class LogManager:
         existing = self._logs.get((topic, partition))
         if existing is not None:
             return existing
+        self._finish_detached((topic, partition))  # its old dir must be renamed first
         if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
             raise InvalidTopic(f"illegal topic name {topic!r}")
         if partition < 0:
@@ -375,36 +379,64 @@ class LogManager:
         pending, self._unsynced = self._unsynced, set()
         sync_new(pending, self.offline_dirs, self._dir_failed)
 
-    def delete_many(self, partitions: Iterable[TopicPartition]) -> None:
-        """Delete partitions (Kafka's asyncDelete with checkpoint=false): the renames are
-        durable now; the next flush tick rewrites the dirs' checkpoints once for every
-        deletion since (a stale line is harmless: the loader reads only what it finds)."""
-        touched: set[Path] = set()
+    def delete_in_steps(self, partitions: Iterable[TopicPartition]) -> Iterator[None]:
+        """Delete partitions (Kafka's asyncDelete): each leaves the manager now (a
+        re-create of the name gets a new log); closing it and renaming its dir
+        `…-delete` is a step of the iterator returned, run by the caller in slices of
+        the event loop (renames took 0.5 s for 5,000 partitions). A create of the same
+        partition, or the shutdown, does a step not yet run. `sync_deleted()` then
+        makes the renames durable, and the next flush tick rewrites the dirs'
+        checkpoints once for every deletion since (a stale line is harmless)."""
+        detached = []
         for tp in partitions:
-            directory = self._dir_of.get(tp)
-            if self.delete(*tp, checkpoint=False) is not None and directory is not None:
-                touched.add(directory)
-        for directory in touched:
+            removed = self._logs.pop(tp, None)
+            directory = self._dir_of.pop(tp, None)
+            if removed is None or directory is None:
+                continue
+            self._detached[tp] = (removed, directory)
+            detached.append(tp)
+        return self._deleting(detached)
+
+    def _deleting(self, partitions: list[TopicPartition]) -> Iterator[None]:
+        for tp in partitions:
+            self._finish_detached(tp)
+            yield
+
+    def _finish_detached(self, tp: TopicPartition) -> None:
+        entry = self._detached.pop(tp, None)
+        if entry is None:
+            return
+        self.cleaner_manager.remove(tp, entry[1])
+        if self._rename_deleted(tp, *entry, checkpoint=False):
+            self._deleted_unsynced.add(entry[1])
+            self._checkpoint_soon.add(entry[1])
+
+    def sync_deleted(self) -> None:
+        """fsync the dirs `delete_in_steps` renamed in (a worker thread's call)."""
+        pending, self._deleted_unsynced = self._deleted_unsynced, set()
+        for directory in pending:
             try:
                 fsync_dir(directory)
             except OSError as exc:
                 self._dir_failed(directory, exc)
-        self._checkpoint_soon |= touched
 
     def delete(self, topic: str, partition: int, *, checkpoint: bool = True) -> Path | None:
         """Close the log and rename its dir `<topic>-<partition>.<uuid>-delete`;
-        `purge_deleted` removes it after `file.delete.delay.ms`. Returns the new path.
-        `checkpoint=False`: the caller fsyncs the dir and checkpoints (delete_many)."""
+        `purge_deleted` removes it after `file.delete.delay.ms`. Returns the new path."""
         tp = (topic, partition)
         removed = self._logs.pop(tp, None)
         directory = self._dir_of.pop(tp, None)
         if removed is None or directory is None:
             return None
         self.cleaner_manager.remove(tp, directory)
+        return self._rename_deleted(tp, removed, directory, checkpoint=checkpoint)
+
+    def _rename_deleted(self, tp: TopicPartition, removed: Log, directory: Path, *,
+                        checkpoint: bool) -> Path | None:
         removed.close_without_flush()
         if directory in self.offline_dirs:
             return None  # nothing can be renamed there; a restart after repair reconciles
-        target = directory / f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        target = directory / f"{tp[0]}-{tp[1]}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
         try:
             os.replace(removed.directory, target)
             self._unsynced.discard(removed.directory)
@@ -619,6 +651,9 @@ class LogManager:
         self.stop_cleaner()
         if self.flusher is not None:
             self.flusher.shutdown(wait=True)  # the queued flushes first: they were owed
+        for tp in list(self._detached):  # a delete the stop interrupted
+            self._finish_detached(tp)
+        self.sync_deleted()
         self.sync_created()
         by_dir: dict[Path, list[Log]] = {d: [] for d in self.log_dirs}
         for tp, lg in self._logs.items():
