@@ -64,6 +64,9 @@ def test_an_unbounded_pool_reports_kafkas_no_limit_and_still_counts(
     port = free_port()
     fresh_broker.overrides = {"metrics.port": str(port), "queued.max.request.bytes": "-1"}
     broker = fresh_broker.start()
+    # start() returns once the port takes connections (the kernel's backlog): an answer
+    # shows the broker has started, its metrics endpoint with it
+    round_trips(broker, 1)
     held = socket.create_connection(("127.0.0.1", broker.port))
     try:
         held.sendall((3 * MB).to_bytes(4, "big") + b"\0" * MB)
