@@ -41,6 +41,18 @@ def free_port_run(count: int) -> int:
     raise RuntimeError(f"no {count} consecutive free ports")
 
 
+# ApiVersions v0, correlation id 1, client id "t": the smallest request a broker answers
+_API_VERSIONS = bytes.fromhex("0000000b" "0012" "0000" "00000001" "0001") + b"t"
+
+
+def _answers(conn: socket.socket) -> bool:
+    """Whether the broker answers a request: its port takes connections (the kernel's
+    backlog) before its event loop serves them, and before its metrics endpoint is up."""
+    conn.settimeout(2.0)
+    conn.sendall(_API_VERSIONS)
+    return len(conn.recv(4)) == 4
+
+
 class BrokerProcess:
     """A broker started as `python -m odradek broker`, as a user would start it."""
 
@@ -80,10 +92,12 @@ class BrokerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.logs()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return self
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as s:
+                    if "listeners" in self.overrides or _answers(s):
+                        return self
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         self.kill()  # hung in its start-up: never leave it running behind the failure
         raise RuntimeError(f"broker did not start within {timeout}s:\n{self.logs()}")
 
