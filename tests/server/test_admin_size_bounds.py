@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from odradek.protocol.errors import ErrorCode
+from odradek.server.partition_hosting import OPEN_SLICE_S
 from tests.conftest import BrokerProcess
 from tests.security.authz import make
 from tests.wire import WireClient
@@ -73,17 +74,18 @@ def test_other_clients_are_answered_while_a_big_topic_opens(broker: BrokerProces
     with WireClient(broker.bootstrap, timeout=120) as w:
         creating.set()
         started = time.monotonic()
-        created = _create(w, "opens-in-slices", 600)
+        created = _create(w, "opens-in-slices", 2_000)
         finished = time.monotonic()
         done.set()
     prober.join(60)
     assert created.error_code == ErrorCode.none
-    # the create took a while (600 logs' files): the other client was answered all
+    # the create took a while (2,000 logs' files): the other client was answered all
     # along — no wait between two of its answers near the length of the create (before,
-    # the logs were opened in one go and it waited for most of it)
+    # the logs were opened in one go and it waited for most of it). A slice is 50 ms:
+    # on a fast machine a third of the create can be less than one.
     moments = [started, *(t for t in answered_during if started < t < finished), finished]
     longest = max(b - a for a, b in itertools.pairwise(moments))
-    assert longest < (finished - started) / 3, \
+    assert longest < max((finished - started) / 3, 2 * OPEN_SLICE_S), \
         f"waited {longest:.2f}s during a create of {finished - started:.2f}s"
 
 
