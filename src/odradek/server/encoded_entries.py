@@ -87,10 +87,10 @@ class EncodedEntries(Generic[S]):
         return len(self._entries)
 
     def forget_missing(self, live: Collection[str]) -> None:
-        """Drop the entries of items gone (called when the cache outgrew `live`)."""
-        if len(self._entries) > 2 * len(live) + 100:
-            for key in [k for k in self._entries if k not in live]:
-                del self._entries[key]
+        """Drop the entries of items gone (the caller calls it when the cache has
+        outgrown `live`, so that a listing does not build `live` every time)."""
+        for key in [k for k in self._entries if k not in live]:
+            del self._entries[key]
 
 
 def _tail_size(response_cls: type, array: str) -> int:

@@ -36,7 +36,8 @@ class TopicEntries:
         return self._entries.get(topic.name, topic, version, lambda _name, _topic: build())
 
     def forget_missing(self, topics: dict[str, TopicInfo]) -> None:
-        self._entries.forget_missing(topics.keys())
+        if len(self._entries) > 2 * len(topics) + 100:  # only once it has outgrown them
+            self._entries.forget_missing(topics.keys())
 
 
 _by_source: weakref.WeakKeyDictionary[Any, TopicEntries] = weakref.WeakKeyDictionary()
