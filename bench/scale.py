@@ -14,8 +14,10 @@ the broker's CPU seconds are the steadier reading; wall times move with the load
     python -m bench.scale --quick            # CI's size: seconds
     python -m bench.scale --groups 100,1000,10000        # consumer groups (scale_groups.py)
     python -m bench.scale --connections 1000,10000       # idle connections (scale_connections.py)
+    python -m bench.scale --cluster 1000,10000,30000     # 3 brokers on ZooKeeper (scale_cluster.py)
 
-With --groups or --connections only those dimensions run, unless --sizes is given too.
+With --groups, --connections or --cluster only those dimensions run, unless --sizes is
+given too.
 """
 
 from __future__ import annotations
@@ -250,9 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="consumer-group counts, comma-separated (e.g. 100,1000,10000)")
     ap.add_argument("--connections", default=None,
                     help="idle-connection counts, comma-separated (e.g. 1000,10000)")
+    ap.add_argument("--cluster", default=None,
+                    help="partition counts in a 3-broker ZooKeeper cluster (e.g. 10000,30000)")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--json", type=Path, default=None, help="write the rows here too")
     args = ap.parse_args(argv)
+    from bench.scale_cluster import CLUSTER_METRICS, SESSION_MS, measure_cluster
     from bench.scale_connections import CONNECTION_METRICS, measure_connections
     from bench.scale_groups import GROUP_METRICS, measure_groups
 
@@ -261,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.sizes:
         sizes = [int(s.replace("_", "").replace(",", "")) for s in args.sizes.split(",")]
-    elif args.groups or args.connections:
+    elif args.groups or args.connections or args.cluster:
         sizes = []
     else:
         sizes = list(QUICK_SIZES if args.quick else DEFAULT_SIZES)
@@ -269,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes.append(HUGE)
     group_sizes = counts(args.groups)
     connection_sizes = counts(args.connections)
+    cluster_sizes = counts(args.cluster)
     idle_s = args.idle_seconds if args.idle_seconds is not None else (1 if args.quick else 10)
     extra = dict(kv.split("=", 1) for kv in args.override)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="odradek-scale-"))
@@ -283,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append(measure_size(size, args.per_topic, workdir, idle_s, records, extra, say))
     group_rows = [measure_groups(n, workdir, say) for n in group_sizes]
     connection_rows = [measure_connections(n, workdir, say) for n in connection_sizes]
+    cluster_rows = [measure_cluster(n, args.per_topic, idle_s, say) for n in cluster_sizes]
     load = os.getloadavg()
     where = (f"one broker, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, "
              f"{os.cpu_count()} cores; exponent k of cost ∝ size^k")
@@ -294,10 +301,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nconsumer groups of one member, {where}\n")
     if connection_rows:
         print(table(connection_rows, [Metric(*m) for m in CONNECTION_METRICS], "goal"))
-        print(f"\nidle connections beside one busy client, {where}")
+        print(f"\nidle connections beside one busy client, {where}\n")
+    if cluster_rows:
+        print(table(cluster_rows, [Metric(*m) for m in CLUSTER_METRICS], "goal"))
+        print(f"\npartitions (RF 1, {args.per_topic} per topic) in 3 brokers on ZooKeeper "
+              f"with a {SESSION_MS // 1000} s session, "
+              + where.replace("one broker, ", ""))
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "groups": group_rows,
-                                         "connections": connection_rows, "load": load},
+                                         "connections": connection_rows, "cluster": cluster_rows,
+                                         "load": load},
                                         indent=1))
     if args.workdir is None:
         shutil.rmtree(workdir, ignore_errors=True)

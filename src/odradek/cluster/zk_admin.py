@@ -26,7 +26,7 @@ from odradek.cluster.metadata import (
     validate_topic_name,
 )
 from odradek.cluster.placement import assign_replicas
-from odradek.cluster.zk_client import ZkSession
+from odradek.cluster.zk_client import ZkSession, ZkTransactionFailed
 from odradek.protocol.errors import (
     ErrorCode,
     InvalidPartitions,
@@ -73,15 +73,29 @@ def plan_topic(
 
 
 def create_topic(zk: ZkSession, topic: TopicInfo) -> None:
-    """Config first, then the assignment: brokers that see the topic see its configs."""
-    if topic.configs:
-        zk.create_or_set(zd.topic_config_path(topic.name), zd.encode_config(topic.configs))
+    """The config and the assignment in one transaction: brokers that see the topic see
+    its configs. The config znode is written even when empty, as Kafka's AdminZkClient
+    does, so a controller loading 30,000 topics need not watch for missing ones."""
     assignment = zd.TopicAssignment(uuid_to_kafka(topic.topic_id),
                                     {p.partition: p.replicas for p in topic.partitions})
+    config_path = zd.topic_config_path(topic.name)
+    config = zd.encode_config(topic.configs)
+    topic_op = ("create", zd.topic_path(topic.name), zd.encode_topic(assignment))
     try:
-        zk.create(zd.topic_path(topic.name), zd.encode_topic(assignment), makepath=True)
-    except NodeExistsError:
-        raise TopicAlreadyExists(f"Topic '{topic.name}' already exists.") from None
+        zk.commit([("create", config_path, config), topic_op])
+    except ZkTransactionFailed as e:
+        if not isinstance(e.error, NodeExistsError):
+            raise
+        if e.index == 1:
+            raise TopicAlreadyExists(f"Topic '{topic.name}' already exists.") from None
+        # a config left by a topic deleted before (or written by a tool): replace it
+        zk.create_or_set(config_path, config)
+        try:
+            zk.commit([topic_op])
+        except ZkTransactionFailed as again:
+            if isinstance(again.error, NodeExistsError):
+                raise TopicAlreadyExists(f"Topic '{topic.name}' already exists.") from None
+            raise
     log.info("wrote topic %s with %d partitions", topic.name, len(topic.partitions))
 
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from odradek.cluster import zk_acls
 from odradek.cluster import zk_data as zd
-from odradek.cluster.metadata import BrokerInfo, MetadataImage
-from odradek.cluster.zk_image import build_image
+from odradek.cluster.metadata import BrokerInfo, MetadataImage, TopicInfo
+from odradek.cluster.zk_image import build_image, build_topic
 
 TopicPartition = tuple[str, int]
 ReadResult = tuple[str, Any, Any]  # ("data", bytes, stat) | ("children", names, None) | ("none",…)
@@ -18,10 +18,16 @@ SCRAM_PREFIX = "SCRAM-"  # a user's SCRAM credentials share its /config/users zn
 
 
 class ZnodeCache:
+    """The image is rebuilt where it changed: a topic's entry when one of its znodes was
+    read again, every entry when the live brokers (or this broker's fencing) changed.
+    With 30,000 partitions a change to one topic costs that topic, and the entries of
+    the others stay the same objects, which the listeners and Metadata's cache rely on."""
+
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, zd.TopicAssignment] = {}
-        self.states: dict[TopicPartition, zd.LeaderAndIsr] = {}
+        self._states: dict[TopicPartition, zd.LeaderAndIsr] = {}
+        self._partitions_of: dict[str, set[int]] = {}  # the states held, by topic
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.broker_configs: dict[str, str] = {}
         # /config/users/<u>[/clients/<c>], /config/clients/<c> and
@@ -32,6 +38,25 @@ class ZnodeCache:
         self.deleting: set[str] = set()
         self.features: dict[str, int] = {}
         self.features_epoch = 0  # the /feature znode's version, Kafka's epoch in ZK mode
+        self._entries: dict[str, TopicInfo] = {}  # as last built
+        self._changed: set[str] = set()  # topics whose entries are stale
+        self._built_for: tuple[dict[int, BrokerInfo], int | None] | None = None
+
+    @property
+    def states(self) -> dict[TopicPartition, zd.LeaderAndIsr]:
+        """Every partition's state, read-only: `set_state` changes one."""
+        return self._states
+
+    def set_state(self, tp: TopicPartition, state: zd.LeaderAndIsr | None) -> None:
+        if state is None:
+            self._states.pop(tp, None)
+            held = self._partitions_of.get(tp[0])
+            if held is not None:
+                held.discard(tp[1])
+        else:
+            self._states[tp] = state
+            self._partitions_of.setdefault(tp[0], set()).add(tp[1])
+        self._changed.add(tp[0])
 
     def apply(self, path: str, result: ReadResult, full: bool) -> set[str]:
         """Put one read into the cache; returns the paths it leads to."""
@@ -66,18 +91,17 @@ class ZnodeCache:
             else:
                 assignment = zd.decode_topic(value)
                 self.topics[topic] = assignment
+                self._changed.add(topic)
                 follow |= {zd.partition_state_path(topic, p) for p in assignment.partitions}
         elif len(parts) == 6 and parts[5] == "state":
             tp = (parts[2], int(parts[4]))
-            if kind == "data":
-                self.states[tp] = zd.decode_state(value, stat.version)
-            else:
-                self.states.pop(tp, None)
+            self.set_state(tp, zd.decode_state(value, stat.version) if kind == "data" else None)
         elif path.startswith(zd.CONFIG_TOPICS + "/"):
             if kind == "data":
                 self.topic_configs[parts[2]] = zd.decode_config(value)
             else:
                 self.topic_configs.pop(parts[2], None)
+            self._changed.add(parts[2])
         elif path == zd.broker_config_path():
             self.broker_configs = zd.decode_config(value) if kind == "data" else {}
         elif path.startswith((zd.CONFIG_USERS, zd.CONFIG_CLIENTS, zd.CONFIG_CLIENT_METRICS)):
@@ -113,13 +137,32 @@ class ZnodeCache:
     def forget_topic(self, name: str) -> None:
         self.topics.pop(name, None)
         self.topic_configs.pop(name, None)
-        for tp in [tp for tp in self.states if tp[0] == name]:
-            del self.states[tp]
+        for p in self._partitions_of.pop(name, ()):
+            self._states.pop((name, p), None)
+        self._changed.add(name)
+
+    def _topic_entries(self, fenced_node: int | None) -> dict[str, TopicInfo]:
+        basis = (dict(self.brokers), fenced_node)
+        if basis != self._built_for:  # leaders and offline replicas depend on liveness
+            self._built_for = basis
+            self._entries.clear()
+            self._changed = set(self.topics)
+        live = basis[0]
+        for name in self._changed:
+            assignment = self.topics.get(name)
+            entry = None if assignment is None else build_topic(
+                name, assignment, self._states, self.topic_configs.get(name, {}), live,
+                fenced_node)
+            if entry is None:
+                self._entries.pop(name, None)
+            else:
+                self._entries[name] = entry
+        self._changed = set()
+        return self._entries
 
     def build(self, cluster_id: str, fenced_node: int | None) -> MetadataImage:
-        image = build_image(cluster_id, self.brokers, self.topics, self.states,
-                            self.topic_configs, self.broker_configs, self.controller_id,
-                            fenced_node=fenced_node)
+        image = build_image(cluster_id, self.brokers, self._topic_entries(fenced_node),
+                            self.broker_configs, self.controller_id)
         quotas: dict[str, dict[str, str]] = {}
         users: dict[str, dict[str, str]] = {}
         metrics: dict[str, dict[str, str]] = {}

@@ -52,6 +52,17 @@ class ZkTransactionFailed(Exception):
         self.error = error
 
 
+def _failure(results: list[Any]) -> ZkTransactionFailed | None:
+    # the op that failed names the reason; the others say "rolled back"
+    for i, r in enumerate(results):
+        if isinstance(r, Exception) and type(r).__name__ != "RolledBackError":
+            return ZkTransactionFailed(i, r)
+    for i, r in enumerate(results):
+        if isinstance(r, Exception):
+            return ZkTransactionFailed(i, r)
+    return None
+
+
 class ZkSession:
     def __init__(self, hosts: str, *, session_timeout_ms: int, connection_timeout_ms: int,
                  op_timeout_s: float = 5.0) -> None:
@@ -234,6 +245,25 @@ class ZkSession:
         ("set", path, data, version), ("delete", path, version), ("check", path, version).
         Raises ZkTransactionFailed naming the op that failed (kazoo returns the failures
         in a list); returns each op's result (a path for create, a stat for set)."""
+        outcome = self.commit_many([ops])[0]
+        if isinstance(outcome, ZkTransactionFailed):
+            raise outcome
+        return outcome
+
+    def commit_many(self, transactions: list[list[tuple[Any, ...]]]
+                    ) -> list[list[Any] | ZkTransactionFailed]:
+        """Run independent transactions pipelined: all are sent before the first answer is
+        awaited, so a thousand cost about one round trip, not a thousand. Each one's
+        outcome is its results or the ZkTransactionFailed that says why nothing of it
+        was applied; losing ZooKeeper raises ZkError."""
+        pending = [self._transaction(ops).commit_async() for ops in transactions]
+        outcomes: list[list[Any] | ZkTransactionFailed] = []
+        for result in pending:
+            results = self._wait(result)
+            outcomes.append(_failure(results) or list(results))
+        return outcomes
+
+    def _transaction(self, ops: list[tuple[Any, ...]]) -> Any:
         tx = self.client.transaction()
         for op in ops:
             kind = op[0]
@@ -248,15 +278,7 @@ class ZkSession:
                 tx.check(op[1], op[2])
             else:
                 raise ValueError(f"unknown transaction op {kind}")
-        results = self._wait(tx.commit_async())
-        for i, r in enumerate(results):
-            # the op that failed names the reason; the others say "rolled back"
-            if isinstance(r, Exception) and type(r).__name__ != "RolledBackError":
-                raise ZkTransactionFailed(i, r)
-        for i, r in enumerate(results):
-            if isinstance(r, Exception):
-                raise ZkTransactionFailed(i, r)
-        return list(results)
+        return tx
 
     def get_many(self, paths: list[str], watch: Callable[[WatchedEvent], None] | None = None
                  ) -> list[tuple[bytes, ZnodeStat] | None]:

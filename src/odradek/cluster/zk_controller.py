@@ -349,26 +349,36 @@ class ZkController:
         names = set(self.zk.children(zd.TOPICS, watch=self._on_watch))
         ctx = self.ctx
         for gone in set(ctx.topics) - names:
-            ctx.topics.pop(gone, None)
+            assignment = ctx.topics.pop(gone)
             ctx.topic_versions.pop(gone, None)
-            for tp in [tp for tp in ctx.states if tp[0] == gone]:
-                del ctx.states[tp]
-        for name in sorted(names - set(ctx.topics)):
-            self._on_topic(name)
+            for p in assignment.partitions:
+                ctx.states.pop((gone, p), None)
+        self._on_new_topics(sorted(names - set(ctx.topics)))
 
     def _on_topic(self, name: str) -> None:
-        """A topic created or changed (partitions added): new partitions get states."""
-        ctx = self.ctx
-        found = self.zk.get(zd.topic_path(name), watch=self._on_watch)
-        if found is None:
-            return
-        ctx.topics[name] = zd.decode_topic(found[0])
-        ctx.topic_versions[name] = found[1].version
-        self.states.ensure_topic_ids()
-        if name not in ctx.topic_configs:
-            config = self.zk.get(zd.topic_config_path(name), watch=self._on_watch)
+        """A topic changed (partitions added): new partitions get states."""
+        self._on_new_topics([name])
+
+    def _on_new_topics(self, names: list[str]) -> None:
+        """Topics created or changed: read them together (one pipelined round trip per
+        kind of znode, not one per topic), and give new partitions their states."""
+        ctx, zk, watch = self.ctx, self.zk, self._on_watch
+        found_names = []
+        for name, found in zip(names, zk.get_many([zd.topic_path(n) for n in names], watch),
+                               strict=True):
+            if found is not None:
+                ctx.topics[name] = zd.decode_topic(found[0])
+                ctx.topic_versions[name] = found[1].version
+                found_names.append(name)
+        self.states.ensure_topic_ids(found_names)
+        unconfigured = [n for n in found_names if n not in ctx.topic_configs]
+        for name, config in zip(unconfigured,
+                                zk.get_many([zd.topic_config_path(n) for n in unconfigured],
+                                            watch), strict=True):
             ctx.topic_configs[name] = zd.decode_config(config[0]) if config else {}
-        tps = [(name, p) for p in sorted(ctx.topics[name].partitions)]
+            if config is None:  # watch for its creation
+                zk.exists(zd.topic_config_path(name), watch=watch)
+        tps = [(n, p) for n in found_names for p in sorted(ctx.topics[n].partitions)]
         known = self.states.read_states(tps)
         missing = [tp for tp in tps if tp not in known]
         if missing:

@@ -17,44 +17,47 @@ from odradek.cluster.metadata import (
 TopicPartition = tuple[str, int]
 
 
+def build_topic(name: str, assignment: zd.TopicAssignment,
+                states: Mapping[TopicPartition, zd.LeaderAndIsr], configs: Mapping[str, str],
+                live: Mapping[int, BrokerInfo], fenced_node: int | None) -> TopicInfo | None:
+    """One topic's entry; None for a topic an old tool wrote without an id (the controller
+    gives it one). A leader that is not registered is no leader (-1): the controller will
+    move the partition. `fenced_node` is this broker when it lost ZooKeeper: the
+    controller has (or will have) moved its leaderships, so its own image must not claim
+    them."""
+    if assignment.topic_id is None:
+        return None
+    parts = []
+    for p, replicas in sorted(assignment.partitions.items()):
+        state = states.get((name, p))
+        leader = state.leader if state is not None and state.leader in live else -1
+        if leader == fenced_node:
+            leader = -1
+        parts.append(PartitionInfo(
+            partition=p,
+            leader=leader,
+            leader_epoch=state.leader_epoch if state is not None else 0,
+            replicas=replicas,
+            isr=state.isr if state is not None else (),
+            partition_epoch=state.zk_version if state is not None else -1,
+            offline_replicas=tuple(r for r in replicas if r not in live),
+            adding_replicas=assignment.adding.get(p, ()),
+            removing_replicas=assignment.removing.get(p, ()),
+            controller_epoch=state.controller_epoch if state is not None else 0,
+        ))
+    return TopicInfo(name, kafka_to_uuid(assignment.topic_id), tuple(parts), dict(configs))
+
+
 def build_image(cluster_id: str, brokers: Mapping[int, BrokerInfo],
-                topics: Mapping[str, zd.TopicAssignment],
-                states: Mapping[TopicPartition, zd.LeaderAndIsr],
-                topic_configs: Mapping[str, dict[str, str]], broker_configs: Mapping[str, str],
-                controller_id: int, fenced_node: int | None = None) -> MetadataImage:
-    """A leader that is not registered is no leader (-1): the controller will move the
-    partition. `fenced_node` is this broker when it lost ZooKeeper: the controller has
-    (or will have) moved its leaderships, so its own image must not claim them."""
+                topics: Mapping[str, TopicInfo], broker_configs: Mapping[str, str],
+                controller_id: int) -> MetadataImage:
+    """The image of the topics' entries (built by `build_topic`), sorted by name."""
     live = dict(sorted(brokers.items()))
-    out: dict[str, TopicInfo] = {}
-    for name, assignment in sorted(topics.items()):
-        if assignment.topic_id is None:
-            continue  # written by an old tool; the controller gives it an id
-        parts = []
-        for p, replicas in sorted(assignment.partitions.items()):
-            state = states.get((name, p))
-            leader = state.leader if state is not None and state.leader in live else -1
-            if leader == fenced_node:
-                leader = -1
-            parts.append(PartitionInfo(
-                partition=p,
-                leader=leader,
-                leader_epoch=state.leader_epoch if state is not None else 0,
-                replicas=replicas,
-                isr=state.isr if state is not None else (),
-                partition_epoch=state.zk_version if state is not None else -1,
-                offline_replicas=tuple(r for r in replicas if r not in live),
-                adding_replicas=assignment.adding.get(p, ()),
-                removing_replicas=assignment.removing.get(p, ()),
-                controller_epoch=state.controller_epoch if state is not None else 0,
-            ))
-        out[name] = TopicInfo(name, kafka_to_uuid(assignment.topic_id), tuple(parts),
-                              dict(topic_configs.get(name, {})))
     return MetadataImage(
         cluster_id=cluster_id,
         controller_id=controller_id if controller_id in live else -1,
         brokers=live,
-        topics=out,
+        topics={name: topics[name] for name in sorted(topics)},
         broker_configs=dict(broker_configs),
     )
 
@@ -68,6 +71,8 @@ def diff_events(old: MetadataImage, new: MetadataImage) -> list[tuple[str, str]]
             events.append(("deleted", name))
     for name, after in new.topics.items():
         before = old.topics.get(name)
+        if before is after:
+            continue  # an entry is rebuilt only when its topic changed (zk_cache.py)
         if before is None:
             events.append(("created", name))
             continue

@@ -564,7 +564,7 @@ class ZkMetadataStore:
         results = await zk.run_async(tx.commit_async(), loop)
         if any(isinstance(r, Exception) for r in results):
             return None  # BadVersion: the state moved on; nothing was written
-        self.cache.states[tp] = replace(new, zk_version=results[0].version)
+        self.cache.set_state(tp, replace(new, zk_version=results[0].version))
         self._generation += 1  # reads in flight predate this write
         self._publish()
         info = self.image.topics.get(topic)
