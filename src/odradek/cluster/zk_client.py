@@ -29,10 +29,12 @@ from collections.abc import Callable
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NodeExistsError, NoNodeError, UnimplementedError
+from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
 from odradek.cluster import zk_data as zd
+from odradek.cluster.zk_multi_read import MultiRead
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,7 @@ class ZkSession:
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms
         self.op_timeout = op_timeout_s
+        self._multi_read = True  # until ZooKeeper says it has none
         self.client = KazooClient(
             hosts=hosts,
             timeout=session_timeout_ms / 1000,
@@ -294,6 +297,35 @@ class ZkSession:
                 out.append(None)
         return out
 
+    def read_many(self, paths: list[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """`get_many` without watches, in multiRead requests of READ_BATCH paths each
+        (zk_multi_read.py); None for the missing ones. A ZooKeeper older than 3.6 has
+        no multiRead: then the reads go one by one, pipelined."""
+        if not self._multi_read:
+            return self.get_many(paths)
+        client = self.client
+        pending = []
+        for i in range(0, len(paths), READ_BATCH):
+            result = client.handler.async_result()
+            client._call(MultiRead([_prefix_root(client.chroot, p)
+                                    for p in paths[i:i + READ_BATCH]]), result)
+            pending.append(result)
+        out: list[tuple[bytes, ZnodeStat] | None] = []
+        try:
+            for result in pending:
+                for item in self._wait(result):
+                    if isinstance(item, NoNodeError):
+                        out.append(None)
+                    elif isinstance(item, Exception):
+                        raise ZkError(f"ZooKeeper read failed: {item!r}")
+                    else:
+                        out.append(item)
+        except UnimplementedError:
+            log.info("ZooKeeper has no multiRead (it is older than 3.6): reading one by one")
+            self._multi_read = False
+            return self.get_many(paths)
+        return out
+
     # ---- from asyncio ----------------------------------------------------------------------
 
     def run_async(self, result: Any, loop: asyncio.AbstractEventLoop) -> asyncio.Future[Any]:
@@ -348,3 +380,4 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 
 
 _CONNECTION_ERRORS = _connection_errors()
+READ_BATCH = 500  # paths per multiRead: ~100 KB of states, far below jute.maxbuffer

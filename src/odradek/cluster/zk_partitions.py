@@ -29,7 +29,12 @@ log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("odradek.state.change")
 
 TopicPartition = tuple[str, int]
+WRITE_BATCH = 200  # states per transaction
 INIT_BATCH = 250  # partitions per transaction: ~500 ops, far below ZooKeeper's 1 MB request
+
+
+def _set_state(tp: TopicPartition, new: zd.LeaderAndIsr) -> tuple[Any, ...]:
+    return ("set", zd.partition_state_path(*tp), zd.encode_state(new), new.zk_version)
 
 
 class ControllerMoved(Exception):
@@ -92,7 +97,7 @@ class PartitionStates:
         return outcomes
 
     def read_states(self, tps: list[TopicPartition]) -> dict[TopicPartition, zd.LeaderAndIsr]:
-        found = self.zk.get_many([zd.partition_state_path(*tp) for tp in tps])
+        found = self.zk.read_many([zd.partition_state_path(*tp) for tp in tps])
         out = {}
         for tp, item in zip(tps, found, strict=True):
             if item is not None:
@@ -108,11 +113,28 @@ class PartitionStates:
 
     def write_states(self, changes: list[tuple[TopicPartition, zd.LeaderAndIsr]], why: str
                      ) -> dict[TopicPartition, bool]:
-        """`write_state` for many partitions at once, pipelined (a failover writes a state
-        for every partition the dead broker led: one round trip each took seconds)."""
-        outcomes = self.tx_many([[("set", zd.partition_state_path(*tp), zd.encode_state(new),
-                                   new.zk_version)] for tp, new in changes])
+        """`write_state` for many partitions at once (a failover writes a state for every
+        partition the dead broker led: one round trip each took seconds). They go in
+        transactions of WRITE_BATCH states, pipelined; a transaction that fails because
+        one state moved applies nothing, and its states are written one by one."""
+        batches = [changes[i:i + WRITE_BATCH] for i in range(0, len(changes), WRITE_BATCH)]
+        outcomes = self.tx_many([[_set_state(tp, new) for tp, new in b] for b in batches])
         done: dict[TopicPartition, bool] = {}
+        for batch, outcome in zip(batches, outcomes, strict=True):
+            if isinstance(outcome, ZkTransactionFailed):
+                if len(batch) == 1 or not isinstance(outcome.error,
+                                                     (BadVersionError, NoNodeError)):
+                    self._written(batch, [outcome], why, done)
+                else:
+                    self._written(batch, self.tx_many([[_set_state(tp, new)]
+                                                       for tp, new in batch]), why, done)
+            else:
+                self._written(batch, [[stat] for stat in outcome], why, done)
+        return done
+
+    def _written(self, changes: list[tuple[TopicPartition, zd.LeaderAndIsr]],
+                 outcomes: list[list[Any] | ZkTransactionFailed], why: str,
+                 done: dict[TopicPartition, bool]) -> None:
         for (tp, new), outcome in zip(changes, outcomes, strict=True):
             if isinstance(outcome, ZkTransactionFailed):
                 if not isinstance(outcome.error, (BadVersionError, NoNodeError)):
@@ -124,7 +146,6 @@ class PartitionStates:
             state_change_log.info("%s-%d: leader %d epoch %d isr %s (%s)", tp[0], tp[1],
                                   new.leader, new.leader_epoch, list(new.isr), why)
             done[tp] = True
-        return done
 
     def _config(self, topic: str, name: str) -> str | None:
         value = self.ctx.topic_configs.get(topic, {}).get(name)
