@@ -380,4 +380,4 @@ def _connection_errors() -> tuple[type[BaseException], ...]:
 
 
 _CONNECTION_ERRORS = _connection_errors()
-READ_BATCH = 500  # paths per multiRead: ~100 KB of states, far below jute.maxbuffer
+READ_BATCH = 1000  # paths per multiRead: ~200 KB of states, far below jute.maxbuffer

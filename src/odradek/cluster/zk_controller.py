@@ -226,9 +226,10 @@ class ZkController:
         self._new_waiting = set(self.states.init_partitions(missing))
         dead_in_isr = {r for s in ctx.states.values() for r in s.isr if r not in ctx.live}
         offline = [tp for tp, s in ctx.states.items() if s.leader not in ctx.live]
-        self._elect_offline(offline)
+        # the states were read a moment ago: the first round works on them as they are
+        self._elect_offline(offline, held=True)
         if dead_in_isr:
-            self._remove_from_isr(dead_in_isr)
+            self._remove_from_isr(dead_in_isr, held=True)
         self._on_log_dir_events()
         self._on_delete_topics()
         self._on_reassign()
@@ -316,17 +317,17 @@ class ZkController:
 
     # ---- events -------------------------------------------------------------------------------
 
-    def _elect_offline(self, tps: list[TopicPartition]) -> None:
+    def _elect_offline(self, tps: list[TopicPartition], held: bool = False) -> None:
         if not tps:
             return
-        self.states.elect_offline(tps)
+        self.states.elect_offline(tps, held)
         self._offline = {tp for tp in set(tps) | self._offline
                          if tp in self.ctx.states
                          and self.ctx.states[tp].leader not in self.ctx.live}
 
-    def _remove_from_isr(self, gone: set[int]) -> None:
+    def _remove_from_isr(self, gone: set[int], held: bool = False) -> None:
         tps = [tp for tp, s in self.ctx.states.items() if set(s.isr) & gone]
-        self.states.remove_from_isr(tps, gone)
+        self.states.remove_from_isr(tps, gone, held)
 
     def _on_brokers(self) -> None:
         """Kafka's onBrokerFailure and onBrokerStartup."""

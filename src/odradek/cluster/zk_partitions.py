@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 state_change_log = logging.getLogger("odradek.state.change")
 
 TopicPartition = tuple[str, int]
-WRITE_BATCH = 200  # states per transaction
+WRITE_BATCH = 1000  # states per transaction: ~150 KB, far below ZooKeeper's 1 MB
 INIT_BATCH = 250  # partitions per transaction: ~500 ops, far below ZooKeeper's 1 MB request
 
 
@@ -107,6 +107,13 @@ class PartitionStates:
                 self.ctx.states.pop(tp, None)
         return out
 
+    def _held_or_read(self, tps: list[TopicPartition]) -> dict[TopicPartition, zd.LeaderAndIsr]:
+        held = self.ctx.states
+        out = {tp: held[tp] for tp in tps if tp in held}
+        if len(out) < len(tps):
+            out.update(self.read_states([tp for tp in tps if tp not in out]))
+        return out
+
     def write_state(self, tp: TopicPartition, new: zd.LeaderAndIsr, why: str) -> bool:
         """Write `new` over the state at new.zk_version; False if it changed meanwhile."""
         return self.write_states([(tp, new)], why)[tp]
@@ -161,15 +168,18 @@ class PartitionStates:
 
     def _retrying(self, tps: Iterable[TopicPartition],
                   change: Callable[[TopicPartition, zd.LeaderAndIsr], zd.LeaderAndIsr | None],
-                  why: str) -> dict[TopicPartition, zd.LeaderAndIsr]:
+                  why: str, held: bool = False) -> dict[TopicPartition, zd.LeaderAndIsr]:
         """Apply `change` to each partition's current state, re-reading those whose state
-        moved under us (a leader's ISR update) a few times. Returns what was written."""
+        moved under us (a leader's ISR update) a few times. Returns what was written.
+        `held`: the states this controller holds are current (it has just loaded them):
+        the first round applies `change` to them without reading them again."""
         todo = list(tps)
         written: dict[TopicPartition, zd.LeaderAndIsr] = {}
-        for _ in range(5):
+        for attempt in range(5):
             if not todo:
                 break
-            states = self.read_states(todo)
+            states = self._held_or_read(todo) if held and attempt == 0 \
+                else self.read_states(todo)
             changes = []
             for tp in todo:
                 state = states.get(tp)
@@ -269,7 +279,8 @@ class PartitionStates:
 
     # ---- leader elections ----------------------------------------------------------------
 
-    def elect_offline(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, zd.LeaderAndIsr]:
+    def elect_offline(self, tps: Iterable[TopicPartition], held: bool = False
+                      ) -> dict[TopicPartition, zd.LeaderAndIsr]:
         """Partitions whose leader is not alive get the first live ISR member (in replica
         order), or with unclean election enabled any live replica."""
         live = self.ctx.live
@@ -292,10 +303,10 @@ class PartitionStates:
                             list(state.isr))
             return state.new_leader(elected.leader, elected.isr, self.ctx.epoch)
 
-        return self._retrying(tps, change, "offline partition election")
+        return self._retrying(tps, change, "offline partition election", held)
 
-    def remove_from_isr(self, tps: Iterable[TopicPartition], gone: set[int]
-                        ) -> dict[TopicPartition, zd.LeaderAndIsr]:
+    def remove_from_isr(self, tps: Iterable[TopicPartition], gone: set[int],
+                        held: bool = False) -> dict[TopicPartition, zd.LeaderAndIsr]:
         """Offline replicas leave the ISRs (all but the last member) at once, rather than
         after replica.lag.time.max.ms, so acks=all writes stop waiting for them."""
 
@@ -308,7 +319,7 @@ class PartitionStates:
                 return None
             return state.new_leader(leader, isr, self.ctx.epoch)
 
-        return self._retrying(tps, change, f"replicas {sorted(gone)} offline")
+        return self._retrying(tps, change, f"replicas {sorted(gone)} offline", held)
 
     def move_off_failed_dir(self, tps: Iterable[TopicPartition], broker: int
                             ) -> dict[TopicPartition, zd.LeaderAndIsr]:
