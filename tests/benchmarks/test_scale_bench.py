@@ -56,3 +56,28 @@ def test_scale_bench_groups_and_connections_at_a_small_size(tmp_path: Path) -> N
     assert conns["size"] == 50 and conns["alone_p99_ms"] > 0 and conns["busy_p99_ms"] > 0
     assert "| groups served after a restart (s) |" in proc.stdout, report
     assert "| p99 ratio (crowded / alone) |" in proc.stdout, report
+
+
+def test_scale_bench_cluster_dimension_kills_the_controller_and_measures_the_failover(
+        tmp_path: Path) -> None:
+    """Three brokers on ZooKeeper with 100 partitions: created, seen by every broker, a
+    new topic propagated, the controller SIGKILLed (another takes over and acts) and
+    started again (its image complete)."""
+    out = tmp_path / "scale.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench.scale", "--cluster", "100", "--idle-seconds", "0.5",
+         "--workdir", str(tmp_path / "work"), "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240)
+    report = proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0, report
+    result = json.loads(out.read_text())
+    assert result["rows"] == [], report
+    (row,) = result["cluster"]
+    assert row["size"] == 100
+    for key in ("create_s", "complete_s", "propagate_ms", "metadata_ms", "rss_mib",
+                "elected_s", "failover_s", "rejoin_s"):
+        assert row[key] > 0, (key, row)
+    assert row["zk_watches"] >= 100, row  # every broker watches the partitions' states
+    # a new controller is named before it acts on a topic created afterwards
+    assert row["elected_s"] < row["failover_s"], row
+    assert "| … → a topic created then is led (s) |" in proc.stdout, report

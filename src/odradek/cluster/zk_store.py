@@ -291,22 +291,46 @@ class ZkMetadataStore:
 
     async def _refresh(self) -> None:
         while self._pending and not self._stopping:
-            batch, self._pending = self._pending, set()
+            batch, self._pending = list(self._pending), set()
             generation = self._generation
             try:
-                results = await asyncio.gather(*(self._read_async(p) for p in batch))
+                results = await self._read_many(batch)
             except ZkError as e:
                 log.info("ZooKeeper read failed (%s); will re-read after reconnecting", e)
-                self._pending |= batch
+                self._pending.update(batch)
                 return
             if generation != self._generation:
-                self._pending |= batch  # a synchronous read-back overtook us: read again
+                self._pending.update(batch)  # a synchronous read-back overtook us: read again
                 continue
             for path, result in zip(batch, results, strict=True):
                 self._pending |= self.cache.apply(path, result, self._full)
             if not self._pending:
                 self._full = False
                 self._publish()
+
+    async def _read_many(self, paths: list[str]) -> list[ReadResult]:
+        """Read and watch `paths`: the data znodes (a failover's thousands of partition
+        states) queued together and awaited in one thread's wait; children lists, ACL
+        znodes and missing znodes one by one."""
+        assert self._loop is not None
+        bulk = [p for p in paths if not is_children_path(p) and not zk_acls.AclCache.handles(p)]
+        found: dict[str, ReadResult] = {}
+        if len(bulk) > 1:
+            zk = self.session
+            outcomes = await self._loop.run_in_executor(
+                None, zk.wait_all, zk.submit_gets(bulk, self._on_watch))
+            for path, outcome in zip(bulk, outcomes, strict=True):
+                if isinstance(outcome, NoNodeError):
+                    continue  # watched for its creation below
+                if isinstance(outcome, Exception):
+                    raise ZkError(str(outcome)) from outcome
+                data, stat = outcome
+                found[path] = ("data", bytes(data or b""), stat)
+        rest = [p for p in paths if p not in found]
+        if rest:
+            found.update(zip(rest, await asyncio.gather(*(self._read_async(p) for p in rest)),
+                             strict=True))
+        return [found[p] for p in paths]
 
     async def _read_async(self, path: str) -> ReadResult:
         assert self._loop is not None
