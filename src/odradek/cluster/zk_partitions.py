@@ -284,6 +284,7 @@ class PartitionStates:
         """Partitions whose leader is not alive get the first live ISR member (in replica
         order), or with unclean election enabled any live replica."""
         live = self.ctx.live
+        offline: list[TopicPartition] = []
 
         def change(tp: TopicPartition, state: zd.LeaderAndIsr) -> zd.LeaderAndIsr | None:
             if state.leader in live:
@@ -294,8 +295,7 @@ class PartitionStates:
                 if state.leader == zd.NO_LEADER:
                     return None
                 leader, isr = election.without_replica(state.leader, state.isr, state.leader)
-                log.warning("%s-%d is offline: no live replica in its ISR %s", *tp,
-                            list(state.isr))
+                offline.append(tp)
                 return state.new_leader(leader, isr, self.ctx.epoch)
             if elected.unclean:
                 log.warning("%s-%d: unclean election of out-of-sync replica %d; writes that "
@@ -303,7 +303,15 @@ class PartitionStates:
                             list(state.isr))
             return state.new_leader(elected.leader, elected.isr, self.ctx.epoch)
 
-        return self._retrying(tps, change, "offline partition election", held)
+        written = self._retrying(tps, change, "offline partition election", held)
+        offline = [tp for tp in dict.fromkeys(offline) if tp in written]
+        if offline:
+            # one line, not one per partition: a dead broker's 10,000 partitions logged
+            # one by one held the new controller a second (each is in the state-change log)
+            log.warning("%d partitions are offline: no live replica in their ISRs (%s)",
+                        len(offline), ", ".join(f"{t}-{p}" for t, p in offline[:5])
+                        + (", …" if len(offline) > 5 else ""))
+        return written
 
     def remove_from_isr(self, tps: Iterable[TopicPartition], gone: set[int],
                         held: bool = False) -> dict[TopicPartition, zd.LeaderAndIsr]:
