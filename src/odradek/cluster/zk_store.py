@@ -61,6 +61,7 @@ from odradek.protocol.errors import (
 )
 
 log = logging.getLogger(__name__)
+BULK_READ = 500  # watched znodes read per batch (_read_many)
 
 TopicPartition = tuple[str, int]
 _ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.FEATURE, zd.CONFIG_USERS,
@@ -315,11 +316,14 @@ class ZkMetadataStore:
         assert self._loop is not None
         bulk = [p for p in paths if not is_children_path(p) and not zk_acls.AclCache.handles(p)]
         found: dict[str, ReadResult] = {}
-        if len(bulk) > 1:
-            zk = self.session
+        zk = self.session
+        # in chunks: the controller shares this connection, and a request of its own
+        # queued behind 10,000 reads waited seconds during a failover
+        for i in range(0, len(bulk) if len(bulk) > 1 else 0, BULK_READ):
+            chunk = bulk[i:i + BULK_READ]
             outcomes = await self._loop.run_in_executor(
-                None, zk.wait_all, zk.submit_gets(bulk, self._on_watch))
-            for path, outcome in zip(bulk, outcomes, strict=True):
+                None, zk.wait_all, zk.submit_gets(chunk, self._on_watch))
+            for path, outcome in zip(chunk, outcomes, strict=True):
                 if isinstance(outcome, NoNodeError):
                     continue  # watched for its creation below
                 if isinstance(outcome, Exception):
