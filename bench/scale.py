@@ -39,11 +39,10 @@ from typing import Any
 
 from bench.brokers import cpu_seconds, rss_kib
 from bench.scale_broker import (
-    METADATA,
-    RawClient,
     ScaleBroker,
     create_topics,
     idle_cpu_percent,
+    metadata_latency_ms,
     partitions_served,
     topic_names,
 )
@@ -115,23 +114,6 @@ def produce_spread(bootstrap: str, topics: list[tuple[str, int]], records: int) 
     if left or errors:
         raise RuntimeError(f"{left} records not delivered; errors: {errors[:3]}")
     return records / elapsed
-
-
-def metadata_latency_ms(bootstrap: str, rounds: int = 5) -> tuple[float, int]:
-    """(median ms, response bytes) of a full Metadata request, on one connection."""
-    client = RawClient(bootstrap)
-    try:
-        times, size = [], 0
-        for _ in range(rounds):
-            started = time.perf_counter()
-            _cid, frame = client.call_raw(METADATA, 12, topics=None,
-                                          allow_auto_topic_creation=False,
-                                          include_topic_authorized_operations=False)
-            times.append((time.perf_counter() - started) * 1000)
-            size = len(frame)
-        return sorted(times)[len(times) // 2], size
-    finally:
-        client.close()
 
 
 

@@ -58,6 +58,24 @@ def partitions_served(bootstrap: str) -> int:
         client.close()
 
 
+def metadata_latency_ms(bootstrap: str, rounds: int = 5) -> tuple[float, int]:
+    """(median ms, response bytes) of a full Metadata request, on one connection: the
+    broker's answer, not its decoding by the client."""
+    client = RawClient(bootstrap)
+    try:
+        times, size = [], 0
+        for _ in range(rounds):
+            started = time.perf_counter()
+            _cid, frame = client.call_raw(METADATA, 12, topics=None,
+                                          allow_auto_topic_creation=False,
+                                          include_topic_authorized_operations=False)
+            times.append((time.perf_counter() - started) * 1000)
+            size = len(frame)
+        return sorted(times)[len(times) // 2], size
+    finally:
+        client.close()
+
+
 @dataclass(eq=False)
 class ScaleBroker:
     data_dir: Path
