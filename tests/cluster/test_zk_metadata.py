@@ -82,7 +82,8 @@ def test_znodes_are_laid_out_as_kafka_does(zk: ZooKeeperProcess) -> None:
     async def scenario(nodes: list[Node], connect: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
         await nodes[0].store.create_topic("layout", 2, 2, configs={"retention.ms": "1000"})
-        await nodes[0].store.settle(["layout"], timeout_s=10)
+        for n in nodes:  # node 2 changes its configs below: it must know the topic
+            assert await n.store.settle(["layout"], timeout_s=30)
         z = nodes[0].session
         assert sorted(z.children(zd.BROKER_IDS)) == ["1", "2", "3"]
         assignment = json.loads(z.get("/brokers/topics/layout")[0])  # type: ignore[index]
