@@ -114,14 +114,11 @@ class PartitionStates:
             out.update(self.read_states([tp for tp in tps if tp not in out]))
         return out
 
-    def write_state(self, tp: TopicPartition, new: zd.LeaderAndIsr, why: str) -> bool:
-        """Write `new` over the state at new.zk_version; False if it changed meanwhile."""
-        return self.write_states([(tp, new)], why)[tp]
-
     def write_states(self, changes: list[tuple[TopicPartition, zd.LeaderAndIsr]], why: str
                      ) -> dict[TopicPartition, bool]:
-        """`write_state` for many partitions at once (a failover writes a state for every
-        partition the dead broker led: one round trip each took seconds). They go in
+        """Write each `new` over the state at its zk_version; False for those whose state
+        changed meanwhile (a failover writes a state for every partition the dead broker
+        led: one round trip each took seconds). They go in
         transactions of WRITE_BATCH states, pipelined; a transaction that fails because
         one state moved applies nothing, and its states are written one by one."""
         batches = [changes[i:i + WRITE_BATCH] for i in range(0, len(changes), WRITE_BATCH)]
@@ -129,12 +126,11 @@ class PartitionStates:
         done: dict[TopicPartition, bool] = {}
         for batch, outcome in zip(batches, outcomes, strict=True):
             if isinstance(outcome, ZkTransactionFailed):
-                if len(batch) == 1 or not isinstance(outcome.error,
-                                                     (BadVersionError, NoNodeError)):
-                    self._written(batch, [outcome], why, done)
-                else:
-                    self._written(batch, self.tx_many([[_set_state(tp, new)]
-                                                       for tp, new in batch]), why, done)
+                if not isinstance(outcome.error, (BadVersionError, NoNodeError)):
+                    raise outcome
+                # one of them moved and nothing was applied: each alone
+                self._written(batch, self.tx_many([[_set_state(tp, new)] for tp, new in batch])
+                              if len(batch) > 1 else [outcome], why, done)
             else:
                 self._written(batch, [[stat] for stat in outcome], why, done)
         return done
