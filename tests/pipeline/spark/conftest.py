@@ -18,7 +18,11 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 @pytest.fixture(scope="session")
 def pipeline_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    broker = BrokerProcess(tmp_path_factory.mktemp("pipeline-broker") / "data").start()
+    # The fleet tests replay fixed event times from 2023: with time retention on, the
+    # broker's retention check (every 5 minutes) could delete their records between the
+    # produce and the read, as it did once in CI (a stateful query that read nothing).
+    broker = BrokerProcess(tmp_path_factory.mktemp("pipeline-broker") / "data",
+                           overrides={"log.retention.ms": "-1"}).start()
     yield broker
     broker.stop()
 
