@@ -9,6 +9,9 @@ processes, real ZooKeeper) and measures, on the same brokers:
   (5,000 records/s): p50, p99, p99.9 (`odradek perf produce`, confluent-kafka);
 - follower lag: after an acks=1 burst, how long until the high watermark reaches the
   log end, i.e. until every follower has fetched the burst;
+- follower catch-up: one follower is stopped cleanly, a backlog is produced (acks=1)
+  without it, and it is started again: the backlog's size over the time from its start
+  until it is back in the ISR (it has fetched everything);
 
 each on the fresh cluster, then again after adding idle RF 3 partitions (1,000 per
 broker; `--idle 10000` for more). The table goes to stdout with the command and the
@@ -41,10 +44,13 @@ class Sizes:
     throughput_records: int
     latency_records: int
     lag_records: int
+    backlog_records: int
 
 
-FULL = Sizes(throughput_records=300_000, latency_records=50_000, lag_records=200_000)
-QUICK = Sizes(throughput_records=60_000, latency_records=15_000, lag_records=50_000)
+FULL = Sizes(throughput_records=300_000, latency_records=50_000, lag_records=200_000,
+             backlog_records=1_000_000)
+QUICK = Sizes(throughput_records=60_000, latency_records=15_000, lag_records=50_000,
+              backlog_records=200_000)
 
 
 @dataclass
@@ -57,6 +63,8 @@ class Row:
     p99_ms: float = 0.0
     p999_ms: float = 0.0
     lag_ms: float = 0.0
+    catch_up_s: float = 0.0
+    catch_up_mb_s: float = 0.0
     broker_cpu_s: dict[int, float] = field(default_factory=dict)
 
     @property
@@ -143,6 +151,26 @@ def follower_lag_ms(bootstrap: str, topic: str, records: int) -> float:
         consumer.close()
 
 
+def follower_catch_up(cluster: Any, client: Client, topic: str, records: int
+                      ) -> tuple[float, float]:
+    """Stop a follower of `topic`/0 cleanly, produce `records` 1 KB records without it
+    (acks=1), start it again; (seconds from the start command until it is back in the
+    ISR — its process start-up included —, MB/s of backlog over those seconds)."""
+    leader = cluster.leader(topic)
+    follower = next(n for n in cluster.alive() if n != leader)
+    child = cluster.brokers[follower]
+    child.stop()
+    cluster.wait_for(lambda: follower not in cluster.isr(topic) or None, 120,
+                     f"broker {follower} to leave the ISR of {topic}")
+    produced = client.produce(cluster.bootstrap_servers, topic, records, RECORD_SIZE, "1", 600)
+    started = time.monotonic()  # its start-up counts: it may fetch before start returns
+    child.start(120)
+    cluster.wait_for(lambda: follower in cluster.isr(topic) or None, 600,
+                     f"broker {follower} to rejoin the ISR of {topic}")
+    seconds = time.monotonic() - started
+    return seconds, produced.records * RECORD_SIZE / 1e6 / seconds
+
+
 def produce_latency(bootstrap: str, topic: str, records: int, rate: int) -> dict[str, float]:
     out = run_tool([sys.executable, "-m", "odradek.cli.perf", "produce",
                     "--bootstrap-server", bootstrap, "--topic", topic,
@@ -166,7 +194,7 @@ def measure(cluster: Any, client: Client, sizes: Sizes, idle: int, tag: str) -> 
     row = Row(idle=idle)
     create_topics(cluster, [(f"rf1-{tag}", 1, 1), (f"rf3a-{tag}", 1, 3),
                             (f"rf3b-{tag}", 1, 3), (f"lat-{tag}", 1, 3),
-                            (f"lag-{tag}", 1, 3)])
+                            (f"lag-{tag}", 1, 3), (f"catch-{tag}", 1, 3)])
     cpu_before = {n: sum(cpu_seconds(b.pid)) for n, b in _pids(cluster).items()}
     n, size = sizes.throughput_records, RECORD_SIZE
     row.rf1_acks1_mb_s = client.produce(bootstrap, f"rf1-{tag}", n, size, "1", 300).mb_per_s
@@ -181,6 +209,9 @@ def measure(cluster: Any, client: Client, sizes: Sizes, idle: int, tag: str) -> 
          f"p99.9 {row.p999_ms:.1f} ms")
     row.lag_ms = follower_lag_ms(bootstrap, f"lag-{tag}", sizes.lag_records)
     _log(f"  follower lag after the burst {row.lag_ms:.0f} ms")
+    row.catch_up_s, row.catch_up_mb_s = follower_catch_up(cluster, client, f"catch-{tag}",
+                                                          sizes.backlog_records)
+    _log(f"  follower catch-up {row.catch_up_s:.1f} s, {row.catch_up_mb_s:.0f} MB/s")
     row.broker_cpu_s = {n: round(sum(cpu_seconds(b.pid)) - cpu_before[n], 1)
                         for n, b in _pids(cluster).items()}
     return row
@@ -212,14 +243,15 @@ def idle_cpu(cluster: Any, seconds: float = 5.0) -> dict[int, float]:
 def table(rows: list[Row], idle_cpus: dict[int, dict[int, float]]) -> str:
     lines = ["| idle RF 3 partitions | RF 1 acks=1 MB/s | RF 3 acks=1 MB/s | "
              "RF 3 acks=all MB/s | all / RF 1 | acks=all p50 ms | p99 ms | p99.9 ms | "
-             "follower lag ms | idle CPU % per broker |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "follower lag ms | catch-up s | catch-up MB/s | idle CPU % per broker |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         cpu = idle_cpus.get(r.idle, {})
         lines.append(
             f"| {r.idle:,} | {r.rf1_acks1_mb_s:.0f} | {r.rf3_acks1_mb_s:.0f} | "
             f"{r.rf3_all_mb_s:.0f} | {r.ratio:.0%} | {r.p50_ms:.1f} | {r.p99_ms:.1f} | "
-            f"{r.p999_ms:.1f} | {r.lag_ms:.0f} | "
+            f"{r.p999_ms:.1f} | {r.lag_ms:.0f} | {r.catch_up_s:.1f} | "
+            f"{r.catch_up_mb_s:.0f} | "
             f"{' / '.join(f'{v:.0f}' for v in cpu.values())} |")
     return "\n".join(lines)
 

@@ -91,7 +91,8 @@ class FrameSplitter:
         return max(1, SIZE_PREFIX + frame_size(self._buf) - len(self._buf))
 
 
-def response_body_offset(api_key: int, version: int, frame: bytes | memoryview) -> int:
+def response_body_offset(api_key: int, version: int, frame: bytes | bytearray | memoryview
+                         ) -> int:
     """Where the body starts in a response frame (without its size prefix): after the
     correlation id and, in response header v1, the header's tagged fields."""
     if response_class(api_key, version).__header_schema__.__flexible__:
@@ -99,12 +100,13 @@ def response_body_offset(api_key: int, version: int, frame: bytes | memoryview) 
     return _I32.size
 
 
-def correlation_id(frame: bytes | memoryview) -> int:
+def correlation_id(frame: bytes | bytearray | memoryview) -> int:
     return int(_I32.unpack_from(frame)[0])
 
 
 def decode_response(
-    api_key: int, version: int, frame: bytes | memoryview, expected_correlation_id: int
+    api_key: int, version: int, frame: bytes | bytearray | memoryview,
+    expected_correlation_id: int
 ) -> Any:
     """The response body of a frame (without its size prefix), checked to answer the
     request with `expected_correlation_id`."""

@@ -2,8 +2,9 @@
 
 One request in flight at a time (a fetcher waits for each answer before the next), so
 responses are matched by order and checked by correlation id. The framing is
-protocol/client_framing.py's (requests built with kio; responses decoded by kio, whose
-native reader hands the records out as bytes without looking inside them).
+protocol/client_framing.py's (requests built with kio; responses read into buffers of
+their own by frame_stream.py, then decoded by kio, whose native reader hands the
+records out as bytes without looking inside them).
 
 Over the inter-broker listener the channel speaks what that listener wants: TLS with
 the broker's own context (truststore to verify, keystore as the client certificate)
@@ -21,15 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from odradek.protocol.client_framing import (
-    SIZE_PREFIX,
-    ClientFraming,
-    CorrelationMismatch,
-    decode_response,
-    frame_size,
-)
+from odradek.protocol.client_framing import ClientFraming, CorrelationMismatch, decode_response
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.messages import request_class
+from odradek.replication.frame_stream import FrameStream
 
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 HANDSHAKE_VERSION, AUTHENTICATE_VERSION = 1, 1
@@ -70,8 +66,7 @@ class BrokerChannel:
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._stream: FrameStream | None = None
         self._framing = ClientFraming(client_id)
         # KIP-368: a session the other broker will end (connections.max.reauth.ms) is
         # replaced by a new login before that, at 85% of its lifetime as Kafka's clients
@@ -79,10 +74,12 @@ class BrokerChannel:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        stream = self._stream
+        return stream is not None and stream.transport is not None and \
+            not stream.transport.is_closing()
 
     async def connect(self) -> None:
-        self._reader, self._writer = await asyncio.wait_for(self._open(), self.timeout_s)
+        self._stream = await asyncio.wait_for(self._open(), self.timeout_s)
         if self.security.sasl is not None:
             try:
                 await asyncio.wait_for(self._authenticate(self.security.sasl()), self.timeout_s)
@@ -117,14 +114,15 @@ class BrokerChannel:
         except KafkaError as e:  # the server's answer did not check out
             raise ChannelAuthenticationError(str(e)) from None
 
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(self) -> FrameStream:
         tls: dict[str, Any] = {}
         if self.security.ssl_context is not None:
             tls = {"ssl": self.security.ssl_context, "server_hostname": self.host}
-        if self.receive_buffer_bytes <= 0:
-            return await asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls)
-        # SO_RCVBUF before connecting, so that the window it implies is negotiated
         loop = asyncio.get_running_loop()
+        if self.receive_buffer_bytes <= 0:
+            _, stream = await loop.create_connection(FrameStream, self.host, self.port, **tls)
+            return stream
+        # SO_RCVBUF before connecting, so that the window it implies is negotiated
         family, kind, proto, _, address = (await loop.getaddrinfo(
             self.host, self.port, type=socket.SOCK_STREAM))[0]
         sock = socket.socket(family, kind, proto)
@@ -132,16 +130,17 @@ class BrokerChannel:
             sock.setblocking(False)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
             await loop.sock_connect(sock, address)
-            return await asyncio.open_connection(sock=sock, limit=1 << 20, **tls)
+            _, stream = await loop.create_connection(FrameStream, sock=sock, **tls)
+            return stream
         except BaseException:
             with contextlib.suppress(OSError):
                 sock.close()
             raise
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._stream is not None and self._stream.transport is not None:
+            self._stream.transport.close()
+        self._stream = None
         self._session_ends = None
 
     async def call(self, api_key: int, version: int, body: Any,
@@ -157,21 +156,19 @@ class BrokerChannel:
 
     async def _call(self, api_key: int, version: int, body: Any,
                     extra_wait_s: float = 0.0) -> Any:
-        assert self._reader is not None and self._writer is not None
+        stream = self._stream
+        assert stream is not None and stream.transport is not None
         correlation_id, request = self._framing.request(api_key, version, body)
         try:
-            self._writer.write(request)
-            frame = await asyncio.wait_for(self._read_frame(), self.timeout_s + extra_wait_s)
+            stream.transport.write(request)
+            frame = await asyncio.wait_for(stream.read_frame(), self.timeout_s + extra_wait_s)
         except BaseException:
             self.close()
             raise
         try:
-            return decode_response(api_key, version, frame, correlation_id)
+            # kio reads read-only buffers only; the view shares the frame, copying nothing
+            return decode_response(api_key, version, memoryview(frame).toreadonly(),
+                                   correlation_id)
         except CorrelationMismatch:
             self.close()
             raise
-
-    async def _read_frame(self) -> bytes:
-        assert self._reader is not None
-        size = frame_size(await self._reader.readexactly(SIZE_PREFIX))
-        return await self._reader.readexactly(size)
