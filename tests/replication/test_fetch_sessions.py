@@ -291,3 +291,28 @@ def test_a_session_serves_its_partitions_in_turn_one_batch_per_fetch(tmp_path: P
             channel.close()
 
     run(tmp_path, 1, scenario)
+
+
+def test_an_answer_about_an_older_leader_epoch_does_not_back_the_follower_off(
+        tmp_path: Path, caplog: Any) -> None:
+    """The controller bumps a partition's leader epoch (a replica went offline) while a
+    follower's fetch waits at the leader: the answer says fenced_leader_epoch about the
+    epoch the follower has already left. That is no error of the new epoch's; backing
+    off for it (replica.fetch.backoff.ms) stalled acks=all for as long."""
+    async def scenario(c: Cluster) -> None:
+        c.create_topic("t", (1, 2, 3))
+        leader = c.nodes[1]
+        assert (await produce(leader, "t", batch("before"), acks=-1))[0] == ErrorCode.none
+        await until(lambda: len(leader.replicas.fetch_sessions) == 2,
+                    what="a session per follower")
+        c.elect("t", leader=1)  # same leader, next epoch, as after a replica left
+        code, _ = await produce(leader, "t", batch("after"), acks=-1, timeout_ms=5000)
+        assert code == ErrorCode.none
+        for follower in (2, 3):
+            assert c.nodes[follower].partition("t").log.log_end_offset == 2
+
+    # a backoff longer than the produce may wait: one taken for the stale answer fails it
+    with caplog.at_level("INFO", logger="odradek.replication.fetcher"):
+        run(tmp_path, 3, scenario, replace(FAST, fetch_backoff_ms=10_000,
+                                           lag_time_max_ms=60_000, socket_timeout_ms=20_000))
+    assert "fenced_leader_epoch" not in caplog.text

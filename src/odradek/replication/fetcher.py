@@ -148,13 +148,17 @@ class ReplicaFetcher:
             except asyncio.CancelledError:
                 raise
             except _RETRIABLE as exc:
+                self._close()
+                if self._stopped:  # our own stop broke the call: no backoff to sit out
+                    return
                 log.info("replica fetcher %d-%d: connection to broker %d failed: %s",
                          self.source, self.index, self.source, exc or type(exc).__name__)
-                self._close()
                 await asyncio.sleep(settings.fetch_backoff_ms / 1000)
             except Exception:
-                log.exception("replica fetcher %d-%d failed", self.source, self.index)
                 self._close()
+                if self._stopped:
+                    return
+                log.exception("replica fetcher %d-%d failed", self.source, self.index)
                 await asyncio.sleep(settings.fetch_backoff_ms / 1000)
 
     def _expire_delays(self, now: float) -> float | None:
@@ -388,6 +392,14 @@ class ReplicaFetcher:
                 position = sent.get(tp)
                 state = self.partitions.get(tp)
                 if position is None or state is None:
+                    continue
+                if state.leader_epoch != position[2] or state.truncating:
+                    # the answer is about the partition as it was when the fetch left
+                    # (an older leader epoch; a truncation since): not ours to apply,
+                    # nor its error to back off for — a fenced epoch here only says
+                    # the leader moved on as we did (Kafka's onPartitionFenced). The
+                    # next fetch names it at its new position, or forgets it.
+                    self._changed.add(tp)
                     continue
                 p = self._current(tp, state)
                 if r.records and p is not None and is_throttled(
