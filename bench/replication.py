@@ -160,12 +160,14 @@ def follower_catch_up(cluster: Any, client: Client, topic: str, records: int
     follower = next(n for n in cluster.alive() if n != leader)
     child = cluster.brokers[follower]
     child.stop()
-    cluster.wait_for(lambda: follower not in cluster.isr(topic) or None, 120,
+    cluster.wait_for(lambda: follower not in cluster.isr(topic, node_id=leader) or None, 120,
                      f"broker {follower} to leave the ISR of {topic}")
     produced = client.produce(cluster.bootstrap_servers, topic, records, RECORD_SIZE, "1", 600)
     started = time.monotonic()  # its start-up counts: it may fetch before start returns
     child.start(120)
-    cluster.wait_for(lambda: follower in cluster.isr(topic) or None, 600,
+    # the leader's view: the restarted broker's own may be stale until it has caught up
+    # with ZooKeeper (it showed the ISR from before its stop at once)
+    cluster.wait_for(lambda: follower in cluster.isr(topic, node_id=leader) or None, 600,
                      f"broker {follower} to rejoin the ISR of {topic}")
     seconds = time.monotonic() - started
     return seconds, produced.records * RECORD_SIZE / 1e6 / seconds

@@ -267,8 +267,11 @@ class EmbeddedCluster:
             raise TestkitError(f"no partition {topic}/{partition} in the cluster")
         return int(state["leader"])
 
-    def isr(self, topic: str, partition: int = 0) -> list[int]:
-        state = self._image(self._any_alive())["partitions"].get(f"{topic}/{partition}")
+    def isr(self, topic: str, partition: int = 0, node_id: int | None = None) -> list[int]:
+        """The partition's ISR as a live broker's metadata says (`node_id`: that one's;
+        ask the leader to see its own ISR changes first)."""
+        seen_by = self._any_alive() if node_id is None else node_id
+        state = self._image(seen_by)["partitions"].get(f"{topic}/{partition}")
         if state is None:
             raise TestkitError(f"no partition {topic}/{partition} in the cluster")
         return [int(i) for i in state["isr"]]
