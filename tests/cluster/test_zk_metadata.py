@@ -178,7 +178,8 @@ def test_isr_update_by_a_leader_is_seen_by_every_broker(zk: ZooKeeperProcess) ->
     async def scenario(nodes: list[Node], _: str) -> None:
         await until(lambda: active_controller(nodes), what="a controller")
         await nodes[0].store.create_topic("isr", 1, 3)
-        await nodes[0].store.settle(["isr"], timeout_s=10)
+        for n in nodes:  # every node knows the topic before its ISR is looked at there
+            assert await n.store.settle(["isr"], timeout_s=10)
         p = nodes[0].image.topics["isr"].partitions[0]
         path = zd.partition_state_path("isr", 0)
         shrunk = zd.LeaderAndIsr(p.leader, p.leader_epoch, (p.leader,), p.controller_epoch,
@@ -320,7 +321,8 @@ def test_alter_isr_is_a_conditional_write_by_the_leader(zk: ZooKeeperProcess) ->
         await until(lambda: active_controller(nodes), what="a controller")
         await nodes[0].store.create_topic("alter", assignments={0: [2, 1, 3]})
         leader = nodes[1]  # broker 2
-        assert await leader.store.settle(["alter"], timeout_s=10)  # as broker 2 sees it
+        for n in nodes:  # broker 2 (the leader) first among them
+            assert await n.store.settle(["alter"], timeout_s=10)
         before = leader.image.topics["alter"].partitions[0]
         assert before.leader == 2 and before.isr == (2, 1, 3)
         after = await leader.store.alter_isr("alter", 0, before.leader_epoch,
