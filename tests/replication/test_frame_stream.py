@@ -99,3 +99,27 @@ def test_a_negative_size_closes_the_connection_and_fails_the_reader() -> None:
             await stream.read_frame()
 
     asyncio.run(go())
+
+
+def test_a_frame_past_the_eager_size_grows_with_what_arrives(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The size prefix is the peer's word: announcing a gigabyte and sending a little
+    costs what was sent (doubled at most), and a large frame still comes out whole."""
+    from odradek.replication import frame_stream
+
+    monkeypatch.setattr(frame_stream, "EAGER_BYTES", SCRATCH_BYTES * 2)
+
+    async def go() -> None:
+        stream = FrameStream()
+        stream.connection_made(_Transport())  # type: ignore[arg-type]
+        _feed(stream, struct.pack(">i", 1 << 30) + b"z" * (SCRATCH_BYTES * 3), [65536] * 100)
+        held = stream._frame
+        assert held is not None and len(held) <= SCRATCH_BYTES * 6
+
+        other = FrameStream()
+        other.connection_made(_Transport())  # type: ignore[arg-type]
+        body = bytes(range(256)) * (SCRATCH_BYTES * 9 // 256) + b"end"
+        _feed(other, _frame(body) + _frame(b"next"), [100_000, 7, 300_000] * 50)
+        assert [bytes(f) for f in await _drain(other, 2)] == [body, b"next"]
+
+    asyncio.run(go())

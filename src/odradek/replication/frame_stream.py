@@ -10,6 +10,11 @@ its exact size that the socket fills in place.
 
 One request is in flight at a time on a broker channel, so frames are handed out in
 order by `read_frame`.
+
+The size prefix is the other side's word: a frame buffer is allocated whole only up to
+EAGER_BYTES (a default replica fetch answers 10 MiB at most); beyond it the buffer
+grows, doubling, with what has arrived, so a peer that announces gigabytes and sends
+little costs little.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections import deque
 from odradek.protocol.client_framing import SIZE_PREFIX, frame_size
 
 SCRATCH_BYTES = 256 * 1024
+EAGER_BYTES = 16 * 1024 * 1024
 
 
 class FrameStream(asyncio.BufferedProtocol):
@@ -29,6 +35,7 @@ class FrameStream(asyncio.BufferedProtocol):
         self._scratch_view = memoryview(self._scratch)
         self._held = 0  # bytes of the scratch not yet cut into frames
         self._frame: bytearray | None = None  # a large frame being filled in place
+        self._frame_size = 0  # what its prefix announced (the buffer may still be shorter)
         self._filled = 0
         self._frames: deque[bytearray] = deque()
         self._waiter: asyncio.Future[None] | None = None
@@ -41,15 +48,21 @@ class FrameStream(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._frame is not None:
-            return memoryview(self._frame)[self._filled:]
+        frame = self._frame
+        if frame is not None:
+            if self._filled == len(frame):  # full so far, yet short of the announced size
+                # a new buffer, not extend(): the transport may still hold a view of this one
+                grown = bytearray(min(2 * len(frame), self._frame_size))
+                grown[:self._filled] = frame
+                frame = self._frame = grown
+            return memoryview(frame)[self._filled:]
         return self._scratch_view[self._held:]
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
             if self._frame is not None:
                 self._filled += nbytes
-                if self._filled == len(self._frame):
+                if self._filled == self._frame_size:
                     self._deliver(self._frame)
                     self._frame = None
                 return
@@ -75,10 +88,10 @@ class FrameStream(asyncio.BufferedProtocol):
         if rest >= SIZE_PREFIX:
             size = frame_size(view[start:start + SIZE_PREFIX])
             if SIZE_PREFIX + size > SCRATCH_BYTES:
-                frame = bytearray(size)
+                frame = bytearray(min(size, EAGER_BYTES))
                 got = rest - SIZE_PREFIX
                 frame[:got] = view[start + SIZE_PREFIX:held]
-                self._frame, self._filled, self._held = frame, got, 0
+                self._frame, self._frame_size, self._filled, self._held = frame, size, got, 0
                 return
         if start:
             view[:rest] = view[start:held]
