@@ -40,10 +40,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def coordinator_of(c: Cluster, key: str, key_type: int) -> int:
-    def ask() -> int | None:
-        with WireClient(c.broker(1).bootstrap) as w:
+    """The coordinator as broker 1 names it, once that broker names itself too: the
+    controller's broker learns new leaders before the others do."""
+    def named_by(node_id: int) -> int | None:
+        with WireClient(c.broker(node_id).bootstrap) as w:
             r = w.call(10, 3, key=key, key_type=key_type)
         return int(r.node_id) if r.error_code == ErrorCode.none else None
+
+    def ask() -> int | None:
+        node = named_by(1)
+        return node if node is not None and named_by(node) == node else None
 
     return c.wait_for(ask, 30, f"a coordinator for {key}")
 

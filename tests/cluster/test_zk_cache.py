@@ -92,3 +92,25 @@ def test_a_deleted_topic_leaves_no_state_and_a_config_change_reaches_its_entry()
     _topic(cache, "t00", 2, leader=2)
     again = cache.build("c", None)
     assert [p.leader for p in again.topics["t00"].partitions] == [2, 2]
+
+
+def test_a_read_older_than_the_state_held_does_not_hand_it_back() -> None:
+    """A leader's ISR write or the controller's own write lands while a re-read of the
+    znode is in flight: the read answers with the version before, and is dropped."""
+    cache = _cache()
+    newer = zd.LeaderAndIsr(2, 1, (2,), 1, zk_version=3)
+    assert cache.offer_state(("t04", 1), newer)
+    _state(cache, "t04", 1, leader=1, epoch=2)  # read at version 2, applied after
+    assert cache.build("c", None).topics["t04"].partitions[1].leader == 2
+    _state(cache, "t04", 1, leader=1, epoch=4)  # the next version is taken
+    assert cache.build("c", None).topics["t04"].partitions[1].leader == 1
+
+
+def test_a_topic_created_again_with_a_new_id_starts_its_versions_over() -> None:
+    cache = _cache()
+    for epoch in range(1, 4):
+        _state(cache, "t05", 0, leader=2, epoch=epoch)
+    again = zd.TopicAssignment("AAAAAAAAAAAAAAAAAAAAAg", {0: (1,)})
+    cache.apply(zd.topic_path("t05"), ("data", zd.encode_topic(again), _stat()), False)
+    _state(cache, "t05", 0, leader=1, epoch=0)
+    assert cache.build("c", None).topics["t05"].partitions[0].leader == 1

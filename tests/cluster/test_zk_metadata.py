@@ -354,3 +354,33 @@ def test_alter_isr_is_a_conditional_write_by_the_leader(zk: ZooKeeperProcess) ->
                     == (2, 1), 5, "the controller's view of the ISR")
 
     run(zk, scenario)
+
+
+def test_the_controllers_broker_learns_what_the_controller_wrote_without_reading_it(
+        zk: ZooKeeperProcess) -> None:
+    """Kafka's controller sends LeaderAndIsr to its own broker too: that broker's watched
+    re-reads share the controller's ZooKeeper connection and queue behind its writes."""
+    async def scenario(nodes: list[Node], _: str) -> None:
+        controller = await until(lambda: active_controller(nodes), what="a controller")
+        await controller.store.create_topic("told", 6, 3)
+        for n in nodes:
+            assert await n.store.settle(["told"], timeout_s=10)
+        victim = next(n for n in nodes if n is not controller)
+        assert any(p.leader == victim.node_id
+                   for p in controller.image.topics["told"].partitions)
+        held = asyncio.Event()
+
+        async def held_up(paths: list[str]) -> list[Any]:
+            await held.wait()  # never: the controller's broker reads nothing from here on
+            return []
+
+        controller.store._read_many = held_up  # type: ignore[method-assign]
+        victim.stop()
+
+        def moved() -> bool:
+            return all(p.leader not in (-1, victim.node_id) and victim.node_id not in p.isr
+                       for p in controller.image.topics["told"].partitions)
+
+        await until(moved, 10, "the new leaders in the controller's broker's image")
+
+    run(zk, scenario)

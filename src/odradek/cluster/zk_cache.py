@@ -58,6 +58,17 @@ class ZnodeCache:
             self._partitions_of.setdefault(tp[0], set()).add(tp[1])
         self._changed.add(tp[0])
 
+    def offer_state(self, tp: TopicPartition, state: zd.LeaderAndIsr) -> bool:
+        """Keep `state` unless a newer version of the znode is held: states arrive by
+        three ways (a watched re-read, the leader's own ISR write, the controller's
+        write on this broker), and a read that was in flight while one of the others
+        landed must not hand an older state back. True when the state changed."""
+        held = self._states.get(tp)
+        if held == state or (held is not None and held.zk_version > state.zk_version):
+            return False
+        self.set_state(tp, state)
+        return True
+
     def apply(self, path: str, result: ReadResult, full: bool) -> set[str]:
         """Put one read into the cache; returns the paths it leads to."""
         kind, value, stat = result
@@ -90,12 +101,18 @@ class ZnodeCache:
                 self.forget_topic(topic)
             else:
                 assignment = zd.decode_topic(value)
+                known = self.topics.get(topic)
+                if known is not None and known.topic_id not in (None, assignment.topic_id):
+                    self._forget_states(topic)  # deleted and created again: new versions
                 self.topics[topic] = assignment
                 self._changed.add(topic)
                 follow |= {zd.partition_state_path(topic, p) for p in assignment.partitions}
         elif len(parts) == 6 and parts[5] == "state":
             tp = (parts[2], int(parts[4]))
-            self.set_state(tp, zd.decode_state(value, stat.version) if kind == "data" else None)
+            if kind != "data":
+                self.set_state(tp, None)
+            else:
+                self.offer_state(tp, zd.decode_state(value, stat.version))
         elif path.startswith(zd.CONFIG_TOPICS + "/"):
             if kind == "data":
                 self.topic_configs[parts[2]] = zd.decode_config(value)
@@ -137,6 +154,9 @@ class ZnodeCache:
     def forget_topic(self, name: str) -> None:
         self.topics.pop(name, None)
         self.topic_configs.pop(name, None)
+        self._forget_states(name)
+
+    def _forget_states(self, name: str) -> None:
         for p in self._partitions_of.pop(name, ()):
             self._states.pop((name, p), None)
         self._changed.add(name)

@@ -5,7 +5,9 @@ ephemeral /controller (bumping /controller_epoch in the same transaction) is act
 until its session ends. The active controller watches the brokers, topics, deletion
 markers, ISR change notifications, reassignments and preferred-election requests,
 and answers them by writing partition state znodes (zk_partitions.py). Brokers read
-those znodes themselves (zk_store.py): there are no LeaderAndIsr requests.
+those znodes themselves (zk_store.py): there are no LeaderAndIsr requests, except that
+the controller hands its own broker each state it wrote (`on_states`), because that
+broker's reads share the controller's ZooKeeper connection and queue behind its writes.
 
 Events are handled one at a time on the controller's own thread, in order, with
 blocking ZooKeeper calls (Kafka's ControllerEventManager): kazoo's watch callbacks
@@ -31,6 +33,7 @@ from odradek.cluster.zk_partitions import (
     ControllerContext,
     ControllerMoved,
     PartitionStates,
+    StatesWritten,
     TopicPartition,
 )
 
@@ -42,15 +45,17 @@ TICK_S = 1.0
 
 class ZkController:
     def __init__(self, zk: ZkSession, node_id: int,
-                 broker_defaults: Callable[[], Mapping[str, Any]]) -> None:
+                 broker_defaults: Callable[[], Mapping[str, Any]],
+                 on_states: StatesWritten | None = None) -> None:
         self.zk = zk
         self.node_id = node_id
         self._defaults = broker_defaults
+        self._on_states = on_states
         self._queue: queue.Queue[Event] = queue.Queue()
         self._thread: threading.Thread | None = None
         self.active = False
         self.ctx = ControllerContext(node_id)
-        self.states = PartitionStates(zk, self.ctx, broker_defaults)
+        self.states = PartitionStates(zk, self.ctx, broker_defaults, on_states)
         self._reassigning: dict[TopicPartition, tuple[int, ...]] = {}
         self._offline: set[TopicPartition] = set()  # elections that found no leader
         self._new_waiting: set[TopicPartition] = set()  # new partitions with no live replica
@@ -243,7 +248,7 @@ class ZkController:
         log.info("broker %d resigns as controller: %s", self.node_id, why)
         self.active = False
         self.ctx = ControllerContext(self.node_id)
-        self.states = PartitionStates(self.zk, self.ctx, self._defaults)
+        self.states = PartitionStates(self.zk, self.ctx, self._defaults, self._on_states)
         self._reassigning.clear()
         self._offline.clear()
         self._new_waiting.clear()

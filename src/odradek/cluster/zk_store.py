@@ -39,7 +39,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from odradek.cluster import topic_rules as rules
-from odradek.cluster import zk_acls, zk_admin
+from odradek.cluster import zk_acls, zk_admin, zk_reads
 from odradek.cluster import zk_data as zd
 from odradek.cluster.controller import Listener, new_cluster_configs
 from odradek.cluster.metadata import (
@@ -49,7 +49,7 @@ from odradek.cluster.metadata import (
     PartitionInfo,
     TopicInfo,
 )
-from odradek.cluster.zk_cache import ReadResult, ZnodeCache, is_children_path
+from odradek.cluster.zk_cache import ReadResult, ZnodeCache
 from odradek.cluster.zk_client import ZkError, ZkSession
 from odradek.cluster.zk_controller import ZkController
 from odradek.cluster.zk_image import diff_events
@@ -61,7 +61,6 @@ from odradek.protocol.errors import (
 )
 
 log = logging.getLogger(__name__)
-BULK_READ = 500  # watched znodes read per batch (_read_many)
 
 TopicPartition = tuple[str, int]
 _ROOTS = (zd.BROKER_IDS, zd.TOPICS, zd.CONTROLLER, zd.DELETE_TOPICS, zd.FEATURE, zd.CONFIG_USERS,
@@ -92,6 +91,7 @@ class ZkMetadataStore:
         self._refresher: asyncio.Task[None] | None = None
         self._generation = 0  # bumped by synchronous read-backs: in-flight reads are stale
         self._published = asyncio.Event()
+        self._publish_due = False  # states the controller wrote wait for one publish
         # producer ids: the block this broker claimed
         self._pid_next = 0
         self._pid_end = 0
@@ -197,8 +197,33 @@ class ZkMetadataStore:
 
     def start_controller(self) -> None:
         """Stand for election as the cluster's controller (after registering)."""
-        self.controller = ZkController(self.session, self.node_id, self._broker_defaults)
+        self.controller = ZkController(self.session, self.node_id, self._broker_defaults,
+                                       self._controller_wrote)
         self.controller.start()
+
+    def _controller_wrote(self, states: list[tuple[TopicPartition, zd.LeaderAndIsr]]) -> None:
+        """The controller's thread: states it wrote, for this broker's image now rather
+        than when the watches' re-reads get through the connection the two share."""
+        if self._loop is not None and not self._stopping:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: we are stopping
+                self._loop.call_soon_threadsafe(self._adopt_states, states)
+
+    def _adopt_states(self, states: list[tuple[TopicPartition, zd.LeaderAndIsr]]) -> None:
+        changed = False
+        for tp, state in states:
+            assignment = self.cache.topics.get(tp[0])
+            if assignment is not None and tp[1] in assignment.partitions:
+                # a topic not read yet: its states come with it, through the refresher
+                changed |= self.cache.offer_state(tp, state)
+        if changed and not self._publish_due:
+            # one image for the batches the controller wrote in one go
+            self._publish_due = True
+            asyncio.get_running_loop().call_soon(self._publish_adopted)
+
+    def _publish_adopted(self) -> None:
+        self._publish_due = False
+        if not self._stopping:
+            self._publish()
 
     def stop(self) -> None:
         """Stop watching and resign; the session (and with it our ephemeral znodes) is
@@ -310,55 +335,12 @@ class ZkMetadataStore:
                 self._publish()
 
     async def _read_many(self, paths: list[str]) -> list[ReadResult]:
-        """Read and watch `paths`: the data znodes (a failover's thousands of partition
-        states) queued together and awaited in one thread's wait; children lists, ACL
-        znodes and missing znodes one by one."""
         assert self._loop is not None
-        bulk = [p for p in paths if not is_children_path(p) and not zk_acls.AclCache.handles(p)]
-        found: dict[str, ReadResult] = {}
-        zk = self.session
-        # in chunks: the controller shares this connection, and a request of its own
-        # queued behind 10,000 reads waited seconds during a failover
-        for i in range(0, len(bulk) if len(bulk) > 1 else 0, BULK_READ):
-            chunk = bulk[i:i + BULK_READ]
-            outcomes = await self._loop.run_in_executor(
-                None, zk.wait_all, zk.submit_gets(chunk, self._on_watch))
-            for path, outcome in zip(chunk, outcomes, strict=True):
-                if isinstance(outcome, NoNodeError):
-                    continue  # watched for its creation below
-                if isinstance(outcome, Exception):
-                    raise ZkError(str(outcome)) from outcome
-                data, stat = outcome
-                found[path] = ("data", bytes(data or b""), stat)
-        rest = [p for p in paths if p not in found]
-        if rest:
-            found.update(zip(rest, await asyncio.gather(*(self._read_async(p) for p in rest)),
-                             strict=True))
-        return [found[p] for p in paths]
+        return await zk_reads.read_watched(self.session, self._loop, paths, self._on_watch)
 
     async def _read_async(self, path: str) -> ReadResult:
         assert self._loop is not None
-        zk, loop = self.session, self._loop
-        watch = None if zk_acls.AclCache.handles(path) else self._on_watch
-        if zk_acls.AclCache.watched(path):
-            watch = self._on_watch
-        try:
-            if is_children_path(path):
-                names = await zk.run_async(zk.client.get_children_async(path, watch=watch), loop)
-                return "children", list(names), None
-            data, stat = await zk.run_async(zk.client.get_async(path, watch=watch), loop)
-            return "data", bytes(data or b""), stat
-        except NoNodeError:
-            if watch is None:
-                return "none", None, None
-            stat = await zk.run_async(zk.client.exists_async(path, watch=watch), loop)
-            if stat is not None:
-                return await self._read_async(path)  # created in between
-            return "none", None, None
-        except Exception as e:
-            if isinstance(e, KafkaError):
-                raise
-            raise ZkError(str(e)) from e
+        return await zk_reads.read_one(self.session, self._loop, path, self._on_watch)
 
     # ---- the image ---------------------------------------------------------------------------
 
@@ -592,8 +574,8 @@ class ZkMetadataStore:
         results = await zk.run_async(tx.commit_async(), loop)
         if any(isinstance(r, Exception) for r in results):
             return None  # BadVersion: the state moved on; nothing was written
-        self.cache.set_state(tp, replace(new, zk_version=results[0].version))
-        self._generation += 1  # reads in flight predate this write
+        # a read of the old state in flight cannot undo this: the cache keeps the newest
+        self.cache.offer_state(tp, replace(new, zk_version=results[0].version))
         self._publish()
         info = self.image.topics.get(topic)
         if info is None or partition >= len(info.partitions):

@@ -457,7 +457,10 @@ class Broker:
     ) -> asyncio.Task[None] | None:
         """Applies a change; a new topic's partitions open in slices (partition_hosting)."""
         if event in ("created", "partitions"):
-            return self.hosting.open_topic(topic, lambda: self._after_change(event, new, topic))
+            # the image current when the partitions are open: their leaders may have
+            # come in a later image meanwhile, which this one must not undo
+            return self.hosting.open_topic(
+                topic, lambda: self._after_change(event, self.controller.image, topic))
         self._apply_change(event, old, new, topic)
         return None
 
