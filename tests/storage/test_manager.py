@@ -320,3 +320,32 @@ def test_more_segments_than_the_descriptor_budget_stay_readable(
         assert len(lg.read(0, 1 << 20).records) > 0
     assert pool.open_count <= 16 and pool.evicted > 0
     again.shutdown()
+
+
+def test_logs_created_at_run_time_leave_the_collectors_sight_by_the_thousand(
+        dirs: list[Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector's full passes walk every object it tracks: a broker that grew to
+    10,000 partitions at run time paused 200 to 800 ms on each. Every FREEZE_AFTER_LOGS
+    logs created, the heap is frozen (as after a start-up that loaded that many)."""
+    import gc
+
+    import odradek.storage.manager as manager_module
+
+    monkeypatch.setattr(manager_module, "FREEZE_AFTER_LOGS", 25)
+    m = manager(dirs)
+    gc.unfreeze()
+    try:
+        for p in range(24):
+            m.create("grows", p)
+        assert gc.get_freeze_count() == 0  # not yet: a small broker is left alone
+        m.create("grows", 24)
+        frozen = gc.get_freeze_count()
+        assert frozen > 0
+        log3 = m.get("grows", 3)
+        assert not any(o is log3 for o in gc.get_objects())  # out of the collector's sight
+        for p in range(25, 49):
+            m.create("grows", p)
+        assert gc.get_freeze_count() == frozen  # the next 25 are not there yet
+    finally:
+        gc.unfreeze()
+        m.shutdown()
