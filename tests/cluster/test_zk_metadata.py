@@ -11,6 +11,7 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -382,5 +383,57 @@ def test_the_controllers_broker_learns_what_the_controller_wrote_without_reading
                        for p in controller.image.topics["told"].partitions)
 
         await until(moved, 10, "the new leaders in the controller's broker's image")
+
+    run(zk, scenario)
+
+
+def test_isr_changes_made_together_go_in_one_transaction_and_a_stale_one_loses_alone(
+        zk: ZooKeeperProcess) -> None:
+    """A broker restarted next to thousands of partitions rejoins thousands of ISRs at
+    once: its leaders write them in batches, and one state that moved meanwhile loses
+    by itself, not the batch."""
+    async def scenario(nodes: list[Node], _: str) -> None:
+        await until(lambda: active_controller(nodes), what="a controller")
+        count = 300
+        await nodes[0].store.create_topic(
+            "many", assignments={p: [2, 1, 3] for p in range(count)})
+        leader = nodes[1]  # broker 2
+        for n in nodes:
+            assert await n.store.settle(["many"], timeout_s=20)
+        client = leader.session.client
+        made: list[object] = []
+        original = client.transaction
+
+        def counted() -> object:
+            made.append(original())
+            return made[-1]
+
+        client.transaction = counted
+        parts = leader.image.topics["many"].partitions
+        results = await asyncio.gather(*(
+            leader.store.alter_isr("many", p.partition, p.leader_epoch, p.partition_epoch,
+                                   (2, 1)) for p in parts))
+        assert all(r is not None and r.isr == (2, 1) for r in results)
+        assert len(made) == 1
+        assert all(p.isr == (2, 1) for p in leader.image.topics["many"].partitions)
+        # ten more; one state moved on in ZooKeeper before this broker read it (here: its
+        # cache is set one version back)
+        made.clear()
+        cache = leader.store.cache
+        held = cache.states[("many", 4)]
+        cache.set_state(("many", 4), replace(held, zk_version=held.zk_version - 1))
+        leader.store._publish()
+        parts = leader.image.topics["many"].partitions[:10]
+        results = await asyncio.gather(*(
+            leader.store.alter_isr("many", p.partition, p.leader_epoch, p.partition_epoch,
+                                   (2,)) for p in parts))
+        assert [r is None for r in results] == [p == 4 for p in range(10)]
+        assert len(made) == 1 + 10  # the batch applied nothing; then each alone
+        for n in nodes:
+            def seen(n: Node = n) -> bool:
+                isrs = [p.isr for p in n.image.topics["many"].partitions[:10]]
+                return isrs == [(2, 1) if p == 4 else (2,) for p in range(10)]
+
+            await until(seen, 10, f"broker {n.node_id} to see the ISRs")
 
     run(zk, scenario)

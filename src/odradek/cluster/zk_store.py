@@ -53,6 +53,7 @@ from odradek.cluster.zk_cache import ReadResult, ZnodeCache
 from odradek.cluster.zk_client import ZkError, ZkSession
 from odradek.cluster.zk_controller import ZkController
 from odradek.cluster.zk_image import diff_events
+from odradek.cluster.zk_isr import IsrWriter
 from odradek.protocol.errors import (
     ErrorCode,
     KafkaError,
@@ -105,6 +106,8 @@ class ZkMetadataStore:
         self._stopping = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.controller: ZkController | None = None  # every broker runs one; one is active
+        self._isr = IsrWriter(session, self.node_id, self.cache, self._publish,
+                              lambda: self.fenced)
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -237,6 +240,7 @@ class ZkMetadataStore:
             task.cancel()
         if self._refresher is not None:
             self._refresher.cancel()
+        self._isr.stop()
         self._admin.shutdown(wait=False, cancel_futures=True)
 
     def add_listener(self, listener: Listener) -> None:
@@ -549,34 +553,14 @@ class ZkMetadataStore:
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int,
                         partition_epoch: int, new_isr: tuple[int, ...]) -> PartitionInfo | None:
         """As a ZooKeeper-mode Kafka leader does: set the state znode only at the version
-        it read (`partition_epoch`) and only while the leader epoch is still its own, and
-        create an /isr_change_notification znode so the controller re-reads the state —
-        both in one transaction. None when the write lost (the controller or another
+        it read (`partition_epoch`) and only while the leader epoch is still its own,
+        announced by an /isr_change_notification znode so the controller re-reads the
+        state (zk_isr.py, batched). None when the write lost (the controller or another
         leader moved the partition on); the new state otherwise, also published at once
         so an unrelated image change cannot hand the old ISR back."""
-        assert self._loop is not None
-        zk, loop, tp = self.session, self._loop, (topic, partition)
-        path = zd.partition_state_path(topic, partition)
-        try:
-            data, stat = await zk.run_async(zk.client.get_async(path), loop)
-        except NoNodeError:
+        if not await self._isr.alter((topic, partition), leader_epoch, partition_epoch,
+                                     tuple(new_isr)):
             return None
-        current = zd.decode_state(bytes(data or b""), stat.version)
-        if (stat.version != partition_epoch or current.leader_epoch != leader_epoch
-                or current.leader != self.node_id or self.fenced):
-            return None
-        new = zd.LeaderAndIsr(current.leader, leader_epoch, tuple(new_isr),
-                              current.controller_epoch)
-        tx = zk.client.transaction()
-        tx.set_data(path, zd.encode_state(new), partition_epoch)
-        tx.create(f"{zd.ISR_CHANGE_NOTIFICATION}/{zd.ISR_CHANGE_PREFIX}",
-                  zd.encode_partitions([tp]), sequence=True)
-        results = await zk.run_async(tx.commit_async(), loop)
-        if any(isinstance(r, Exception) for r in results):
-            return None  # BadVersion: the state moved on; nothing was written
-        # a read of the old state in flight cannot undo this: the cache keeps the newest
-        self.cache.offer_state(tp, replace(new, zk_version=results[0].version))
-        self._publish()
         info = self.image.topics.get(topic)
         if info is None or partition >= len(info.partitions):
             return None

@@ -262,7 +262,8 @@ class EmbeddedCluster:
 
     def leader(self, topic: str, partition: int = 0) -> int:
         """The partition's leader as the live brokers' metadata says (-1: none)."""
-        state = self._image(self._any_alive())["partitions"].get(f"{topic}/{partition}")
+        state = self._image(self._any_alive(), topic, partition)["partitions"].get(
+            f"{topic}/{partition}")
         if state is None:
             raise TestkitError(f"no partition {topic}/{partition} in the cluster")
         return int(state["leader"])
@@ -271,7 +272,8 @@ class EmbeddedCluster:
         """The partition's ISR as a live broker's metadata says (`node_id`: that one's;
         ask the leader to see its own ISR changes first)."""
         seen_by = self._any_alive() if node_id is None else node_id
-        state = self._image(seen_by)["partitions"].get(f"{topic}/{partition}")
+        state = self._image(seen_by, topic, partition)["partitions"].get(
+            f"{topic}/{partition}")
         if state is None:
             raise TestkitError(f"no partition {topic}/{partition} in the cluster")
         return [int(i) for i in state["isr"]]
@@ -286,7 +288,7 @@ class EmbeddedCluster:
             alive = self.alive()
             leaders = set()
             for node_id in alive:
-                state = self._image(node_id)["partitions"].get(key)
+                state = self._image(node_id, topic, partition)["partitions"].get(key)
                 if state is None:
                     return None
                 leaders.add(int(state["leader"]))
@@ -295,7 +297,7 @@ class EmbeddedCluster:
             leader = leaders.pop()
             if leader not in alive or leader == not_on:
                 return None
-            return leader if key in self._image(leader)["hosted"] else None
+            return leader if key in self._image(leader, topic, partition)["hosted"] else None
 
         return self.wait_for(agreed, timeout, f"a leader of {key}")
 
@@ -322,8 +324,13 @@ class EmbeddedCluster:
             raise TestkitError("no broker of the cluster is running")
         return alive[0]
 
-    def _image(self, node_id: int) -> dict[str, Any]:
-        return self._child(node_id).request("image", timeout=10)
+    def _image(self, node_id: int, topic: str | None = None, partition: int = 0
+               ) -> dict[str, Any]:
+        """A broker's image summary (`topic`: of that one partition only)."""
+        if topic is None:
+            return self._child(node_id).request("image", timeout=10)
+        return self._child(node_id).request("image", timeout=10,
+                                            partition=[topic, partition])
 
     def _formed(self) -> bool:
         want = set(self.alive())
