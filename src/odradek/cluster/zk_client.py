@@ -267,6 +267,13 @@ class ZkSession:
             outcomes.append(_failure(results) or list(results))
         return outcomes
 
+    async def commit_async(self, ops: list[tuple[Any, ...]], loop: asyncio.AbstractEventLoop
+                           ) -> list[Any] | ZkTransactionFailed:
+        """One transaction, as `commit_many` runs each, awaited on `loop` (no thread
+        blocks)."""
+        results = await self.run_async(self._transaction(ops).commit_async(), loop)
+        return _failure(results) or list(results)
+
     def _transaction(self, ops: list[tuple[Any, ...]]) -> Any:
         tx = self.client.transaction()
         for op in ops:

@@ -258,6 +258,11 @@ def encode_state(state: LeaderAndIsr) -> bytes:
                   "version": 1, "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
 
 
+def state_write(tp: tuple[str, int], state: LeaderAndIsr) -> tuple[Any, ...]:
+    """The transaction op (zk_client.py) that writes `state` over the version it holds."""
+    return ("set", partition_state_path(*tp), encode_state(state), state.zk_version)
+
+
 def decode_state(data: bytes, zk_version: int) -> LeaderAndIsr:
     body = _load(data) or {}
     return LeaderAndIsr(int(body["leader"]), int(body["leader_epoch"]),

@@ -17,9 +17,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from kazoo.exceptions import BadVersionError, NoNodeError
+
 from odradek.cluster import zk_data as zd
 from odradek.cluster.zk_cache import ZnodeCache
-from odradek.cluster.zk_client import ZkSession
+from odradek.cluster.zk_client import ZkSession, ZkTransactionFailed
 
 TopicPartition = tuple[str, int]
 ISR_BATCH = 500  # states per transaction: ~80 KB, far below ZooKeeper's 1 MB request
@@ -28,8 +30,7 @@ ISR_BATCH = 500  # states per transaction: ~80 KB, far below ZooKeeper's 1 MB re
 @dataclass
 class _Change:
     tp: TopicPartition
-    new: zd.LeaderAndIsr
-    version: int  # the state znode's version the leader saw
+    new: zd.LeaderAndIsr  # its zk_version: the one the leader saw, written over
     done: asyncio.Future[bool]
 
 
@@ -56,8 +57,8 @@ class IsrWriter:
             return False
         loop = asyncio.get_running_loop()
         new = zd.LeaderAndIsr(self.node_id, leader_epoch, tuple(new_isr),
-                              held.controller_epoch)
-        change = _Change(tp, new, partition_epoch, loop.create_future())
+                              held.controller_epoch, partition_epoch)
+        change = _Change(tp, new, loop.create_future())
         self._queue.append(change)
         if self._flushing is None or self._flushing.done():
             self._flushing = loop.create_task(self._flush())
@@ -102,14 +103,12 @@ class IsrWriter:
         return [None if versions is None else versions[0] for versions in alone]
 
     async def _commit(self, batch: list[_Change]) -> list[int] | None:
-        zk = self.session
-        tx = zk.client.transaction()
-        for change in batch:
-            tx.set_data(zd.partition_state_path(*change.tp), zd.encode_state(change.new),
-                        change.version)
-        tx.create(f"{zd.ISR_CHANGE_NOTIFICATION}/{zd.ISR_CHANGE_PREFIX}",
-                  zd.encode_partitions(c.tp for c in batch), sequence=True)
-        results: list[Any] = await zk.run_async(tx.commit_async(), asyncio.get_running_loop())
-        if any(isinstance(r, Exception) for r in results):
-            return None  # BadVersion or NoNode: a state moved on; nothing was written
-        return [stat.version for stat in results[:-1]]
+        ops: list[tuple[Any, ...]] = [zd.state_write(c.tp, c.new) for c in batch]
+        ops.append(("create", f"{zd.ISR_CHANGE_NOTIFICATION}/{zd.ISR_CHANGE_PREFIX}",
+                    zd.encode_partitions(c.tp for c in batch), False, True))
+        outcome = await self.session.commit_async(ops, asyncio.get_running_loop())
+        if isinstance(outcome, ZkTransactionFailed):
+            if isinstance(outcome.error, (BadVersionError, NoNodeError)):
+                return None  # a state moved on (or its topic went): nothing was written
+            raise outcome
+        return [stat.version for stat in outcome[:-1]]

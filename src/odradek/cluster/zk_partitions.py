@@ -34,10 +34,6 @@ WRITE_BATCH = 1000  # states per transaction: ~150 KB, far below ZooKeeper's 1 M
 INIT_BATCH = 250  # partitions per transaction: ~500 ops, far below ZooKeeper's 1 MB request
 
 
-def _set_state(tp: TopicPartition, new: zd.LeaderAndIsr) -> tuple[Any, ...]:
-    return ("set", zd.partition_state_path(*tp), zd.encode_state(new), new.zk_version)
-
-
 class ControllerMoved(Exception):
     """/controller_epoch moved on: another broker is the controller now."""
 
@@ -128,14 +124,14 @@ class PartitionStates:
         transactions of WRITE_BATCH states, pipelined; a transaction that fails because
         one state moved applies nothing, and its states are written one by one."""
         batches = [changes[i:i + WRITE_BATCH] for i in range(0, len(changes), WRITE_BATCH)]
-        outcomes = self.tx_many([[_set_state(tp, new) for tp, new in b] for b in batches])
+        outcomes = self.tx_many([[zd.state_write(tp, new) for tp, new in b] for b in batches])
         done: dict[TopicPartition, bool] = {}
         for batch, outcome in zip(batches, outcomes, strict=True):
             if isinstance(outcome, ZkTransactionFailed):
                 if not isinstance(outcome.error, (BadVersionError, NoNodeError)):
                     raise outcome
                 # one of them moved and nothing was applied: each alone
-                self._written(batch, self.tx_many([[_set_state(tp, new)] for tp, new in batch])
+                self._written(batch, self.tx_many([[zd.state_write(tp, new)] for tp, new in batch])
                               if len(batch) > 1 else [outcome], why, done)
             else:
                 self._written(batch, [[stat] for stat in outcome], why, done)
