@@ -79,15 +79,15 @@ def _add_user(bootstrap: str) -> None:
 
 
 def _measure(broker: Broker, client: CClient, address: str, props: dict[str, str],
-             topic: str, records: int) -> tuple[float, float, float]:
-    """(produce MB/s, consume MB/s, broker CPU s/MB over both)."""
+             topic: str, records: int) -> tuple[float, float, float, float]:
+    """(produce MB/s, consume MB/s, broker CPU s/MB over both, its page faults per MB)."""
     create_topic(broker.bootstrap, topic, 1)
-    cpu = broker.cpu()
+    cpu, faults = broker.cpu(), broker.faults()
     produced = client.produce(address, topic, records, 1024, "1", 600, extra=dict(props))
     consumed = client.consume(address, topic, 1, records, 600, extra=dict(props))
     megabytes = (produced.bytes + consumed.bytes) / 1e6
     return (produced.bytes / 1e6 / produced.seconds, consumed.bytes / 1e6 / consumed.seconds,
-            (broker.cpu() - cpu) / megabytes)
+            (broker.cpu() - cpu) / megabytes, (broker.faults() - faults) / megabytes)
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     client = CClient(tools.ensure_rdkafka_performance())
     tools.CACHE_DIR.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="security-", dir=tools.CACHE_DIR))
-    rows: dict[str, list[tuple[float, float, float]]] = {}
+    rows: dict[str, list[tuple[float, float, float, float]]] = {}
     try:
         broker, ports, props = _secured_broker(workdir)
         broker.start()
@@ -122,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
                                f"sec-{listener.lower()}-{rnd}", records)
                 rows.setdefault(listener, []).append(got)
                 print(f"  r{rnd + 1} {listener:9} produce {got[0]:7.1f} MB/s  consume "
-                      f"{got[1]:7.1f} MB/s  {got[2] * 1000:5.2f} ms CPU/MB", file=sys.stderr)
+                      f"{got[1]:7.1f} MB/s  {got[2] * 1000:5.2f} ms CPU/MB  "
+                      f"{got[3]:5.0f} faults/MB", file=sys.stderr)
         broker.stop()
         if args.peer:
             peer = tansu_broker("peer", tools.ensure_tansu(), "memory://tansu/", workdir)
@@ -139,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _print(rows: dict[str, list[tuple[float, float, float]]], rounds: int,
+def _print(rows: dict[str, list[tuple[float, float, float, float]]], rounds: int,
            records: int) -> None:
-    med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3))
+    med = {k: tuple(statistics.median(x[i] for x in v) for i in range(4))
            for k, v in rows.items()}
     base = med.get("PLAINTEXT")
     peer = med.get("peer PLAINTEXT")
@@ -149,13 +150,14 @@ def _print(rows: dict[str, list[tuple[float, float, float]]], rounds: int,
           f"{os.getloadavg()[0]:.1f}; command: python bench/security.py"
           f"{' --peer' if peer else ''}")
     print("| listener | produce MB/s | consume MB/s | of PLAINTEXT (p / c) | "
-          "≥ peer PLAINTEXT (p / c) | broker CPU ms/MB |")
-    print("|---|---|---|---|---|---|")
-    for name, (p, c, cpu) in med.items():
+          "≥ peer PLAINTEXT (p / c) | broker CPU ms/MB | broker page faults / MB |")
+    print("|---|---|---|---|---|---|---|")
+    for name, (p, c, cpu, faults) in med.items():
         ratio = f"{p / base[0]:.0%} / {c / base[1]:.0%}" if base else "-"
         versus = (f"{'yes' if p >= peer[0] else 'no'} / {'yes' if c >= peer[1] else 'no'}"
                   if peer and name != "peer PLAINTEXT" else "-")
-        print(f"| {name} | {p:,.1f} | {c:,.1f} | {ratio} | {versus} | {cpu * 1000:.2f} |")
+        print(f"| {name} | {p:,.1f} | {c:,.1f} | {ratio} | {versus} | {cpu * 1000:.2f} | "
+              f"{faults:,.0f} |")
 
 
 if __name__ == "__main__":

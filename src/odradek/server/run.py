@@ -12,6 +12,7 @@ from typing import Protocol
 from odradek.configdef import ConfigError
 from odradek.server.broker import Broker
 from odradek.server.config import BrokerConfig
+from odradek.server.heap import keep_freed_memory
 from odradek.storage.log_dir_scan import StartupAborted
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ async def run_broker(config: BrokerConfig, ready: Callable[[Broker], None] | Non
     import signal
 
     refuse_unhosted(config, hosted)
+    keep_freed_memory()  # this process is the broker's: its heap serves requests
     broker = Broker(config)
     stop = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
