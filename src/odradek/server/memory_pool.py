@@ -4,9 +4,9 @@ Kafka's SocketServer takes each request's buffer from a memory pool shared by al
 connections and mutes a connection whose next buffer the pool cannot give until memory
 comes back; its default (-1) is no bound. Ours differs in two ways:
 
-- memory is taken as bytes arrive (a frame's buffer grows by doubling, each step taken
-  from the pool), never on the 4-byte length a client announces: a client that claims
-  100 MB and stalls holds what it sent, not 100 MB;
+- memory is taken as bytes arrive (a frame's buffer grows fourfold when it fills, each
+  step taken from the pool), never on the 4-byte length a client announces: a client
+  that claims 100 MB and stalls holds about what it sent, not 100 MB;
 - the default is a bound, 100 MiB (the largest request, `socket.request.max.bytes`,
   must fit: a smaller value is refused at start-up as Kafka refuses it), and a
   response the transport still holds beyond its high-water mark counts too.
