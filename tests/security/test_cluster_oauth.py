@@ -42,7 +42,7 @@ MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule re
 JAAS = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config"
 SCOPE = "kafka-broker"
 VALIDATOR = f'unsecuredValidatorRequiredScope="{SCOPE}"'
-REAUTH_S = 4.0
+REAUTH_S = 5.0  # long enough that a loaded machine's delays stay inside 15% of it
 BROKER_LOGIN = f'unsecuredLoginStringClaim_sub="admin" unsecuredLoginListClaim_scope="|{SCOPE}"'
 
 
@@ -127,11 +127,12 @@ def test_brokers_replicate_over_oauthbearer_and_a_broker_without_the_scope_stays
         cluster.wait_for(lambda: sorted(cluster.partitions("guarded")[0][2]) == [1, 2], 30,
                          "broker 4 to leave the ISR")
         produce_acks_all(cluster, "guarded", cluster.client_settings, 1)
-        # sessions end after connections.max.reauth.ms (4 s): the followers log in again
-        # before that, so broker 1 never has to close one (it would log the fetch it
-        # refused) and they stay in the ISR
-        cluster.wait_for(lambda: time.monotonic() - first_write > 2 * REAUTH_S, 30,
-                         "two sessions' lifetimes to pass")
+        # the followers' sessions, opened before the first write, end within
+        # connections.max.reauth.ms of it: they log in again before that (at 85%), so
+        # broker 1 never has to close one (it would log the fetch it refused) and they
+        # stay in the ISR
+        cluster.wait_for(lambda: time.monotonic() - first_write > REAUTH_S + 1, 30,
+                         "the followers' sessions to end")
         produce_acks_all(cluster, "replicated", unsecured_client("alice"), 5)
         assert sorted(cluster.partitions("replicated")[0][2]) == [1, 2, 3]
         assert "Fetch before SASL authentication" not in cluster.logs(1)
@@ -159,7 +160,7 @@ def test_a_broker_logs_in_with_a_token_from_the_oauth_endpoint_and_again_before_
     props = {"sasl.enabled.mechanisms": "OAUTHBEARER",
              "security.inter.broker.protocol": "SASL_PLAINTEXT",
              "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
-             "connections.max.reauth.ms": "1500",
+             "connections.max.reauth.ms": "3000",
              **idp.broker_properties("SASL_PLAINTEXT", "broker", "broker-s3cret")}
     broker = BrokerProcess(tmp_path / "data", port=port, overrides={
         "listeners": f"SASL_PLAINTEXT://127.0.0.1:{port}", **props})
@@ -183,7 +184,7 @@ def test_a_broker_logs_in_with_a_token_from_the_oauth_endpoint_and_again_before_
                 None, counted, "SASL_PLAINTEXT"))
             deadline = time.monotonic() + 30
             try:
-                while len(logins) < 3:  # the first, then two more before their sessions end
+                while len(logins) < 2:  # the first, then one before its session ends
                     assert time.monotonic() < deadline, f"{len(logins)} logins"
                     try:
                         answer = await ch.call(18, 3, versions)

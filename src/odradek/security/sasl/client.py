@@ -130,12 +130,13 @@ def login(props: Mapping[str, str], listener: str, mechanism: str,
     module = listener_jaas(props, listener, mechanism)
     if module is None:
         raise ConfigError(f"{prop} is needed: the broker logs in to other brokers with it")
-    view = listener_view(props, listener, mechanism)
     if mechanism == "OAUTHBEARER":
-        return _oauthbearer_login(view, module.options, prop, listener, start)
-    if HANDLER in view:
-        raise ConfigError(f"{HANDLER}: a login callback handler is supported for "
-                          f"OAUTHBEARER only, not {mechanism}")
+        return _oauthbearer_login(listener_view(props, listener, mechanism), module.options,
+                                  prop, listener, start)
+    own = f"listener.name.{listener.lower()}.{mechanism.lower()}.{HANDLER}"
+    if own in props:
+        raise ConfigError(f"{own}: a login callback handler is supported for OAUTHBEARER "
+                          f"only, not {mechanism}")
     username, password = module.options.get("username"), module.options.get("password")
     if not username or password is None:
         raise ConfigError(f"{prop}: the broker's own username and password are needed "
