@@ -100,8 +100,9 @@ def test_a_token_without_the_required_scope_is_refused_as_rfc_7628_says() -> Non
     error = server.evaluate(client.first())
     assert json.loads(error)["status"] == "insufficient_scope"
     assert client.evaluate(error) == b"\x01" and not client.complete
-    with pytest.raises(SaslFailure, match="insufficient_scope"):
+    with pytest.raises(SaslFailure, match="insufficient_scope") as refused:
         server.evaluate(b"\x01")
+    assert "was missing a required scope (kafka-broker)" in refused.value.detail
     with pytest.raises(SaslFailure, match="after its error"):
         client.evaluate(b"more")
 
