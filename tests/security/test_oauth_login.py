@@ -313,3 +313,40 @@ def test_a_token_from_the_endpoint_is_read_as_kafkas_login_validator_reads_it(
     ok = login_token(f"eyJhbGciOiJSUzI1NiJ9.{payload}.c2ln".replace(
         payload, base64.urlsafe_b64encode(b'{"sub":"a","exp":10.9,"iat":5}').decode()))
     assert (ok.principal_name, ok.lifetime_ms, ok.start_time_ms) == ("a", 10_000, 5_000)
+
+
+def test_the_refresher_thread_ends_with_its_login() -> None:
+    import gc
+
+    source = UnsecuredLogin({"unsecuredLoginStringClaim_sub": "admin"}, "p")
+    refreshing = RefreshingLogin(source.fetch, {}, RefreshConfig(), "gone")
+    refreshing.start()
+    thread = refreshing._thread
+    assert thread is not None
+    deadline = time.monotonic() + 10
+    while refreshing.refreshes < 1:  # the first token, then it sleeps for ~48 minutes
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    del refreshing
+    gc.collect()
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_the_oauth_login_sends_its_extensions_and_can_urlencode_its_credentials(
+        idp: IdentityProvider) -> None:
+    idp.clients["svc a"] = "p&w:x"
+    props = {"sasl.oauthbearer.token.endpoint.url": idp.token_url,
+             "sasl.oauthbearer.header.urlencode": "true"}
+    options = {"clientId": "svc a", "clientSecret": "p&w:x", "extension_traceId": "t-1"}
+    source = ClientCredentialsLogin.from_config(props, options, "p")
+    with pytest.raises(LoginFailed, match="401"):  # the IdP takes them as sent, unencoded
+        source.fetch()
+    assert idp.requests[-1]["client_id"] == "svc+a"  # RFC 6749 2.3.1
+    plain = ClientCredentialsLogin.from_config(
+        {**props, "sasl.oauthbearer.header.urlencode": "false"}, options, "p")
+    token = plain.fetch()
+    client = OAuthBearerClient(token.value, plain.extensions)
+    assert client.first().endswith(b"\x01traceId=t-1\x01\x01")
+    with pytest.raises(ConfigError, match="Extension name bad_name is invalid"):
+        ClientCredentialsLogin.from_config(props, {**options, "extension_bad_name": "x"}, "p")

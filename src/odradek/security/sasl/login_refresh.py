@@ -137,6 +137,7 @@ class RefreshingLogin:
             target=_refresher, args=(weakref.ref(self), self._stop),
             name=f"oauthbearer-relogin-{self.name}", daemon=True)
         self._thread.start()
+        weakref.finalize(self, self._stop.set)  # a login no one holds stops its thread
 
     def seconds_until_refresh(self) -> float:
         with self._lock:
@@ -160,7 +161,7 @@ def _refresher(ref: weakref.ref[RefreshingLogin], stop: threading.Event) -> None
             login.refresh()
         delay = login.seconds_until_refresh()
         del login
-        stop.wait(min(delay, 60.0))  # wakes at least each minute to see if still wanted
+        stop.wait(delay)
 
 
 def _iso(ms: int) -> str:
