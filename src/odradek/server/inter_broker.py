@@ -4,12 +4,12 @@
 PLAINTEXT) names a listener that every broker advertises; replica fetchers and
 WriteTxnMarkers connect to the other brokers' endpoint of that listener, speaking its
 protocol: TLS with the listener's own truststore (and keystore, as the client
-certificate), SASL with `sasl.mechanism.inter.broker.protocol` and the listener's JAAS entry — the
-broker's own login, as Kafka's broker uses it: a username and password (PLAIN, SCRAM),
-or for OAUTHBEARER a token from its login callback handler (Kafka's unsecured one, or
-the OAuth client_credentials grant against `sasl.oauthbearer.token.endpoint.url`),
-refreshed before it expires. The broker's principal then needs CLUSTER_ACTION
-(usually: super.users).
+certificate), SASL with `sasl.mechanism.inter.broker.protocol` and the listener's
+JAAS entry — the broker's own login, as Kafka's broker uses it: a username and password
+(PLAIN, SCRAM), or for OAUTHBEARER a token from its login callback handler (Kafka's
+unsecured one, or the OAuth client_credentials grant against
+`sasl.oauthbearer.token.endpoint.url`), refreshed before it expires. The broker's
+principal then needs CLUSTER_ACTION (usually: super.users).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 broker logs in with the JAAS entry of its inter-broker listener): PLAIN,
 SCRAM-SHA-256/512 (RFC 5802, checking the server's nonce and its final signature, as
 Kafka's ScramSaslClient does) and OAUTHBEARER (oauth_login.py, with a token kept fresh
-by login_refresh.py). Sans-IO: tokens in, tokens out.
+by login_refresh.py). The clients are sans-IO, tokens in, tokens out; only an OAuth
+login reaches out, to its token endpoint, at start-up and on its refresher thread.
 """
 
 from __future__ import annotations
