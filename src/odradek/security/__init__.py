@@ -16,6 +16,13 @@ SASL_PROPERTIES = frozenset({
     "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.sub.claim.name",
     "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.clock.skew.seconds",
     "connections.max.reauth.ms", "connection.failed.authentication.delay.ms",
+    # the broker's own OAUTHBEARER login to other brokers (sasl/oauth_login.py)
+    "sasl.login.callback.handler.class", "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.header.urlencode", "sasl.login.refresh.window.factor",
+    "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+    "sasl.login.refresh.buffer.seconds", "sasl.login.retry.backoff.ms",
+    "sasl.login.retry.backoff.max.ms", "sasl.login.connect.timeout.ms",
+    "sasl.login.read.timeout.ms",
 })
 AUTHORIZER_PROPERTIES = frozenset({
     "authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",

@@ -4,9 +4,12 @@
 PLAINTEXT) names a listener that every broker advertises; replica fetchers and
 WriteTxnMarkers connect to the other brokers' endpoint of that listener, speaking its
 protocol: TLS with the listener's own truststore (and keystore, as the client
-certificate), SASL with `sasl.mechanism.inter.broker.protocol` and the username and
-password of the listener's JAAS entry — the broker's own login, as Kafka's broker
-uses it. The broker's principal then needs CLUSTER_ACTION (usually: super.users).
+certificate), SASL with `sasl.mechanism.inter.broker.protocol` and the listener's
+JAAS entry — the broker's own login, as Kafka's broker uses it: a username and password
+(PLAIN, SCRAM), or for OAUTHBEARER a token from its login callback handler (Kafka's
+unsecured one, or the OAuth client_credentials grant against
+`sasl.oauthbearer.token.endpoint.url`), refreshed before it expires. The broker's
+principal then needs CLUSTER_ACTION (usually: super.users).
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ def check(props: Mapping[str, str], advertised: Sequence[str],
             f"{LISTENER_NAME} must be a listener name defined in advertised.listeners. "
             f"The valid options based on currently configured listeners are "
             f"{','.join(advertised)} (it is {name}: set {LISTENER_NAME} or {PROTOCOL})")
-    security(props, name, protocols[name])  # keystores readable, login complete
+    security(props, name, protocols[name], start=False)  # keystores readable, login works
     return name
 
 
-def security(props: Mapping[str, str], name: str, protocol: str) -> ChannelSecurity:
+def security(props: Mapping[str, str], name: str, protocol: str,
+             start: bool = True) -> ChannelSecurity:
+    """`start=False`: check only (an OAUTHBEARER login keeps no token and no thread)."""
     view = listener_view(props, name)
     ssl_context = None
     if protocol in ("SSL", "SASL_SSL"):
@@ -69,5 +74,5 @@ def security(props: Mapping[str, str], name: str, protocol: str) -> ChannelSecur
             raise ConfigError(f"{MECHANISM} must be included in sasl.enabled.mechanisms "
                               f"when SASL is used for inter-broker communication ({mechanism} "
                               f"is not in {','.join(enabled) or 'an empty list'})")
-        sasl = login(props, name, mechanism)
+        sasl = login(props, name, mechanism, start)
     return ChannelSecurity(ssl_context, sasl, name)

@@ -1,7 +1,9 @@
 """The client side of SASL, for the broker's own connections to other brokers (Kafka's
-broker logs in with the JAAS entry of its inter-broker listener): PLAIN and
+broker logs in with the JAAS entry of its inter-broker listener): PLAIN,
 SCRAM-SHA-256/512 (RFC 5802, checking the server's nonce and its final signature, as
-Kafka's ScramSaslClient does). Sans-IO: tokens in, tokens out.
+Kafka's ScramSaslClient does) and OAUTHBEARER (oauth_login.py, with a token kept fresh
+by login_refresh.py). The clients are sans-IO, tokens in, tokens out; only an OAuth
+login reaches out, to its token endpoint, at start-up and on its refresher thread.
 """
 
 from __future__ import annotations
@@ -14,11 +16,23 @@ import secrets
 from collections.abc import Callable, Mapping
 
 from odradek.configdef import ConfigError
+from odradek.security.props import listener_view
 from odradek.security.sasl.base import SaslFailure
 from odradek.security.sasl.jaas import listener_jaas
+from odradek.security.sasl.login_refresh import RefreshConfig, RefreshingLogin
+from odradek.security.sasl.oauth_login import (
+    HANDLER,
+    OIDC_LOGIN_HANDLERS,
+    TOKEN_ENDPOINT,
+    UNSECURED_LOGIN_HANDLER,
+    ClientCredentialsLogin,
+    LoginFailed,
+    OAuthBearerClient,
+    UnsecuredLogin,
+)
 from odradek.security.sasl.scram import HASHES, MIN_ITERATIONS, salted_password
 
-CLIENT_MECHANISMS = ("PLAIN", *HASHES)
+CLIENT_MECHANISMS = ("PLAIN", *HASHES, "OAUTHBEARER")
 
 
 class PlainClient:
@@ -101,12 +115,15 @@ class ScramClient:
         return b""
 
 
-SaslClientFactory = Callable[[], PlainClient | ScramClient]
+SaslClientFactory = Callable[[], PlainClient | ScramClient | OAuthBearerClient]
 
 
-def login(props: Mapping[str, str], listener: str, mechanism: str) -> SaslClientFactory:
-    """A factory of clients logging in with `listener.name.<l>.<mech>.sasl.jaas.config`'s
-    `username` and `password` (the broker's own identity, as Kafka's broker uses it)."""
+def login(props: Mapping[str, str], listener: str, mechanism: str,
+          start: bool = True) -> SaslClientFactory:
+    """A factory of clients logging in with `listener.name.<l>.<mech>.sasl.jaas.config`
+    (the broker's own identity, as Kafka's broker uses it): its `username` and
+    `password`, or for OAUTHBEARER the token its login makes. `start=False` only checks
+    that the login works (an OAUTHBEARER login then fetches one token and keeps none)."""
     prop = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     if mechanism not in CLIENT_MECHANISMS:
         raise ConfigError(f"sasl.mechanism.inter.broker.protocol: {mechanism} is not "
@@ -114,6 +131,13 @@ def login(props: Mapping[str, str], listener: str, mechanism: str) -> SaslClient
     module = listener_jaas(props, listener, mechanism)
     if module is None:
         raise ConfigError(f"{prop} is needed: the broker logs in to other brokers with it")
+    if mechanism == "OAUTHBEARER":
+        return _oauthbearer_login(listener_view(props, listener, mechanism), module.options,
+                                  prop, listener, start)
+    own = f"listener.name.{listener.lower()}.{mechanism.lower()}.{HANDLER}"
+    if own in props:
+        raise ConfigError(f"{own}: a login callback handler is supported for OAUTHBEARER "
+                          f"only, not {mechanism}")
     username, password = module.options.get("username"), module.options.get("password")
     if not username or password is None:
         raise ConfigError(f"{prop}: the broker's own username and password are needed "
@@ -121,3 +145,32 @@ def login(props: Mapping[str, str], listener: str, mechanism: str) -> SaslClient
     if mechanism == "PLAIN":
         return lambda: PlainClient(username, password)
     return lambda: ScramClient(mechanism, username, password)
+
+
+def _oauthbearer_login(view: Mapping[str, str], options: Mapping[str, str], prop: str,
+                       listener: str, start: bool) -> SaslClientFactory:
+    handler = view.get(HANDLER, UNSECURED_LOGIN_HANDLER).strip()
+    source: UnsecuredLogin | ClientCredentialsLogin
+    if handler == UNSECURED_LOGIN_HANDLER:
+        if TOKEN_ENDPOINT in view:
+            raise ConfigError(f"{TOKEN_ENDPOINT} is set, but the login is the unsecured one: "
+                              f"set {HANDLER}={sorted(OIDC_LOGIN_HANDLERS)[0]}")
+        source = UnsecuredLogin(options, prop)  # makes one token: its claims must be right
+    elif handler in OIDC_LOGIN_HANDLERS:
+        source = ClientCredentialsLogin.from_config(view, options, prop)
+        if not start:
+            try:
+                source.fetch()
+            except LoginFailed as e:
+                raise ConfigError(f"{TOKEN_ENDPOINT}: the broker's OAuth login failed: "
+                                  f"{e}") from None
+    else:
+        raise ConfigError(f"{HANDLER}: unsupported login callback handler {handler} for "
+                          "OAUTHBEARER")
+    refreshing = RefreshingLogin(source.fetch, source.extensions,
+                                 RefreshConfig.from_config(view), listener)
+    if start:
+        if isinstance(source, UnsecuredLogin):
+            refreshing.refresh()  # local, at once; a token from afar comes on its thread
+        refreshing.start()
+    return refreshing.client

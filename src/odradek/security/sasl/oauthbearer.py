@@ -284,7 +284,7 @@ class OAuthBearerServer(SaslServer):
 
     def _evaluate(self, response: bytes) -> bytes:
         if response == _SEP.encode() and self._error is not None:
-            raise SaslFailure(self._error)
+            raise SaslFailure(self._error, f"{self._error}: {self.last_detail}")
         self._error = None
         try:
             initial = parse_initial_response(response)
