@@ -21,6 +21,9 @@ from odradek.testing.embedded import EmbeddedBroker
 def _serve(stdin: IO[str], stdout: IO[str]) -> None:
     from odradek.protocol.errors import KafkaError
     from odradek.server import broker as _preload  # noqa: F401 - import before `start`
+    from odradek.server.heap import keep_freed_memory
+
+    keep_freed_memory()  # a broker's process, as `odradek broker`'s (server/run.py)
 
     embedded: EmbeddedBroker | None = None
 
