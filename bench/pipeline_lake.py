@@ -9,14 +9,20 @@ over the whole run (first batch's warm-up included) and over the batches after t
 and the writer's laps per batch (median over the batches after the first).
 
 With --compare N, the same topic is ingested 2N times into fresh tables in one Spark
-session, alternating the quarantine paths: `spark` (the bad records written by a Spark job
-of their own, what every batch with one did before) and `driver` (collected by the
-inference pass and appended by the driver, the default).
+session, alternating two ways of writing a batch (--paths):
+- `passes` (the default): `two-pass` (every batch inferred in one pass, then projected and
+  written in a second, as before) and `one-pass` (a batch for a table that has columns is
+  written as the table expects while the same pass infers its schema; the default);
+- `quarantine`: `spark` (the bad records written by a Spark job of their own) and `driver`
+  (collected by the inference pass and appended by the driver, the default).
+The first batch of each run lands in a new table, so it always takes two passes; the
+steady figure is the batches after it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -27,7 +33,8 @@ from typing import Any
 
 from bench.pipeline_common import broker, fill_topic
 
-LAPS = ("infer", "quarantine", "write", "commit")
+PATHS = {"passes": ("two-pass", "one-pass"), "quarantine": ("spark", "driver")}
+LAPS = ("infer", "quarantine", "write", "rewrite", "commit")
 
 
 def run_once(spark: Any, bootstrap: str, topic: str, work: Path, label: str,
@@ -56,7 +63,7 @@ def run_once(spark: Any, bootstrap: str, topic: str, work: Path, label: str,
     laps = {k: statistics.median(r.timings.get(k, 0.0) for r in later) for k in LAPS}
     return {"label": label, "batches": len(done), "rows": rows,
             "quarantined": sum(r.quarantined for _, r in done), "whole": landed / total,
-            "total_s": total, "steady": steady, "laps": laps}
+            "total_s": total, "steady": steady, "laps": laps, "load": os.getloadavg()[0]}
 
 
 def show(r: dict[str, Any]) -> None:
@@ -64,7 +71,7 @@ def show(r: dict[str, Any]) -> None:
     steady = f"{r['steady']:9,.0f}" if r["steady"] is not None else "        -"
     print(f"{r['label']:>10}  {r['batches']:3d} batches  {r['rows']:9,} rows  "
           f"{r['quarantined']:5,} quarantined  whole {r['whole']:9,.0f} rows/s  "
-          f"steady {steady} rows/s  | per batch: {laps}")
+          f"steady {steady} rows/s  load {r['load']:4.1f}  | per batch: {laps}")
 
 
 def main() -> None:
@@ -73,7 +80,9 @@ def main() -> None:
     parser.add_argument("--per-batch", type=int, default=250_000)
     parser.add_argument("--bootstrap-server", default=None)
     parser.add_argument("--compare", type=int, default=0, metavar="N",
-                        help="alternate the two quarantine paths N times each")
+                        help="alternate the two paths N times each")
+    parser.add_argument("--paths", choices=PATHS, default="passes",
+                        help="which two paths --compare alternates")
     args = parser.parse_args()
 
     from odradek.pipeline.fleet import FleetConfig, FleetSimulator
@@ -94,13 +103,16 @@ def main() -> None:
             spark = build_session(app_name="bench-lake",
                                   extra={"spark.ui.showConsoleProgress": "false"})
             default_rows = LakeWriter.quarantine_collect_rows
-            plan = (["spark", "driver"] * args.compare) if args.compare else ["run"]
+            pair = PATHS[args.paths]
+            plan = (list(pair) * args.compare) if args.compare else ["run"]
             for i, path in enumerate(plan):
                 LakeWriter.quarantine_collect_rows = 0 if path == "spark" else default_rows
+                LakeWriter.one_pass = path != "two-pass"
                 results.append(run_once(spark, bootstrap, topic, work, f"{path}-{i}",
                                         args.per_batch))
                 show(results[-1])
             LakeWriter.quarantine_collect_rows = default_rows
+            LakeWriter.one_pass = True
             spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -108,12 +120,15 @@ def main() -> None:
     for r in results:
         show(r)
     if args.compare:
-        for path in ("spark", "driver"):
-            mine = [r for r in results if r["label"].startswith(path)]
-            q = statistics.median(r["laps"]["quarantine"] for r in mine)
+        for path in PATHS[args.paths]:
+            mine = [r for r in results if r["label"].startswith(path + "-")]
+            laps = "  ".join(f"{k} {statistics.median(r['laps'][k] for r in mine):.2f}s"
+                             for k in LAPS)
             s = [r["steady"] for r in mine if r["steady"] is not None]
-            print(f"{path:>10}: quarantine lap median {q:.2f}s per batch; steady "
-                  f"{statistics.median(s) if s else 0:,.0f} rows/s")
+            w = [r["whole"] for r in mine]
+            print(f"{path:>10}: median steady {statistics.median(s) if s else 0:,.0f} rows/s, "
+                  f"whole run {statistics.median(w):,.0f} rows/s; laps per batch {laps}")
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":
