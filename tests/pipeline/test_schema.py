@@ -29,6 +29,7 @@ from odradek.pipeline.schema_merge import (  # noqa: E402
     expected_plan,
     load_expressions,
     plan_merge,
+    struct_loads,
     variant_path,
 )
 
@@ -187,6 +188,17 @@ def test_a_column_that_conflicted_last_batch_is_expected_to_conflict_again() -> 
     calm = plan_merge(table, struct(("temperature", scalar(LONG))))
     assert not covers(expected_plan(table, conflicting), calm)
     assert covers(expected_plan(table), calm)
+
+
+def test_the_expected_load_casts_the_object_once_and_routes_per_column() -> None:
+    conflicting = plan_merge(TABLE, struct(("temperature", scalar(DOUBLE))))
+    cast, exprs = struct_loads(expected_plan(conflicting.table, conflicting))
+    assert cast is not None and cast.startswith("try_variant_get(v, '$', 'struct<")
+    assert "`device_id`:string" in cast and "temperature" not in cast
+    by_column = dict(zip(conflicting.table.names(), exprs, strict=True))
+    assert by_column["device_id"] == "_cast.`device_id` AS `device_id`"
+    assert "schema_of_variant" in by_column["temperature"]  # routed row by row, as before
+    assert "schema_of_variant" in by_column["temperature__string"]
 
 
 def test_reserved_sibling_of_another_type_is_an_error() -> None:

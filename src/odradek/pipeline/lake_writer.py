@@ -71,6 +71,7 @@ from odradek.pipeline.schema_merge import (
     expected_plan,
     load_expressions,
     plan_merge,
+    struct_loads,
 )
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ log = logging.getLogger(__name__)
 _STATUS = """CASE
   WHEN _raw IS NULL THEN 'empty'
   WHEN _decode_error IS NOT NULL OR v IS NULL THEN 'malformed'
+  WHEN startswith({text}, '{{') THEN 'ok'
   WHEN left(ltrim(translate(substring({text}, 1, 64), '\\t\\n\\r', '   ')), 1)
        <> '{{' THEN 'not-object'
   ELSE 'ok' END"""
@@ -278,8 +280,8 @@ class LakeWriter:
         expected = expected_plan(current, self._last_plan)
         observation = Observation(f"lake-batch-{uuid.uuid4().hex}")
         base = self._data_path(table, query_id, batch_id)
-        self._write_rows(parsed.observe(observation, *self._stats()),
-                         load_expressions(expected, lenient=True), base)
+        cast, loads = struct_loads(expected)
+        self._write_rows(parsed.observe(observation, *self._stats()), loads, base, cast)
         stats = observation.get
         lap("write")
         if int(stats["n"]) == 0:
@@ -338,10 +340,14 @@ class LakeWriter:
         return f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
 
     @staticmethod
-    def _write_rows(parsed: DataFrame, loads: list[str], base: str) -> None:
+    def _write_rows(parsed: DataFrame, loads: list[str], base: str,
+                    cast: str | None = None) -> None:
         exprs = ["_topic", "_partition", "_offset", "_timestamp", "_key", *loads,
                  "_topic AS _p_topic", "date_format(_timestamp, 'yyyy-MM-dd') AS _p_day"]
-        (parsed.where("_status IN ('ok', 'empty')").selectExpr(*exprs)
+        rows = parsed.where("_status IN ('ok', 'empty')")
+        if cast is not None:
+            rows = rows.selectExpr("*", cast)
+        (rows.selectExpr(*exprs)
          .write.mode("overwrite").partitionBy("_p_topic", "_p_day").parquet(base))
 
     def _declared(self, parsed: DataFrame) -> JType | None:

@@ -283,3 +283,24 @@ def load_expressions(plan: MergePlan, variant_col: str = "v",
     by_name = {load.name: load for load in plan.loads}
     return [load_expression(load, by_name.get(load.sibling_of or ""), variant_col, lenient)
             for load in plan.loads]
+
+
+CAST_COLUMN = "_cast"
+
+
+def struct_loads(plan: MergePlan, variant_col: str = "v") -> tuple[str | None, list[str]]:
+    """Lenient loads that read the object once: an expression (named CAST_COLUMN) that
+    casts it to a struct of every "cast" column, and each column's expression over it
+    and the variant. Casting the whole object costs half what a variant_get a column
+    does; a value that does not fit makes the whole struct null, which is fine where the
+    load is thrown away when the batch holds such a value (see `covers`)."""
+    casts = [load for load in plan.loads if load.mode == "cast"]
+    if not casts:
+        return None, load_expressions(plan, variant_col, lenient=True)
+    ddl = spark_ddl(JType(STRUCT, tuple((load.name, load.type) for load in casts)))
+    pre = f"try_variant_get({variant_col}, '$', {sql_string(ddl)}) AS {CAST_COLUMN}"
+    by_name = {load.name: load for load in plan.loads}
+    return pre, [f"{CAST_COLUMN}.{quote_ident(load.name)} AS {quote_ident(load.name)}"
+                 if load.mode == "cast"
+                 else load_expression(load, by_name.get(load.sibling_of or ""), variant_col)
+                 for load in plan.loads]
