@@ -95,7 +95,7 @@ def run_once(spark: Any, bootstrap: str, topic: str, work: Path, label: str,
     later = [r for _, _, r in done[1:]] or [r for _, _, r in done]
     laps = {k: statistics.median(r.timings.get(k, 0.0) for r in later) for k in LAPS}
     return {"label": label, "batches": len(done), "rows": rows,
-            "quarantined": sum(r.quarantined for _, r in done), "whole": landed / total,
+            "quarantined": sum(r.quarantined for _, _, r in done), "whole": landed / total,
             "total_s": total, "cpu_per_100k": cpu,
             "steady": steady, "laps": laps, "load": os.getloadavg()[0]}
 
