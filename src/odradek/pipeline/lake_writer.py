@@ -5,6 +5,12 @@ driver then registers them in one Iceberg transaction that also evolves the sche
 records the batch (query id, batch id, end offsets). A batch the table already holds is
 recognised by that record and skipped, so a replay after a crash never writes twice.
 
+For a table that has columns the batch is read, parsed, inferred and written in one pass:
+rows are loaded as the table expects while the write's observation infers the schema;
+only a batch that brings something new is written again with its own plan (_one_pass).
+A new table's first batch, and registry-decoded batches (their types come from the
+registry by schema id), are inferred first, then written.
+
 Records that are not JSON objects (or do not decode) are split off in the inference pass
 itself: the aggregate that infers the schema also collects them, and the driver appends
 them to the quarantine table with pyarrow. A batch without one runs no quarantine job and
