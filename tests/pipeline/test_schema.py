@@ -25,8 +25,11 @@ from odradek.pipeline.jsontypes import (  # noqa: E402
     to_arrow,
 )
 from odradek.pipeline.schema_merge import (  # noqa: E402
+    covers,
+    expected_plan,
     load_expressions,
     plan_merge,
+    struct_loads,
     variant_path,
 )
 
@@ -154,6 +157,48 @@ def test_struct_conflicts_keep_the_whole_value_as_text() -> None:
     plan = plan_merge(TABLE, struct(("meta", scalar(STRING))))
     modes = {load.name: load.mode for load in plan.loads}
     assert modes["meta"] == "sibling" and modes["meta__string"] == "sibling"
+
+
+def test_a_batch_that_brings_nothing_new_loads_as_expected_before_its_schema_is_known() -> None:
+    expected = expected_plan(TABLE)
+    # fewer fields than the table (the rest null), or a long into a double column: the same
+    # rows as the batch's own plan, so the one-pass load stands
+    assert covers(expected, plan_merge(TABLE, struct(("device_id", scalar(STRING)))))
+    assert covers(expected, plan_merge(TABLE, TABLE))
+    assert covers(expected_plan(struct(("x", scalar(DOUBLE)))),
+                  plan_merge(struct(("x", scalar(DOUBLE))), struct(("x", scalar(LONG)))))
+    # anything new: a field, a nested field, a wider type, a conflicting value
+    for batch in (struct(("signal_dbm", scalar(LONG))),
+                  struct(("meta", struct(("hw", scalar(LONG))))),
+                  struct(("temperature", scalar(DOUBLE)))):
+        assert not covers(expected, plan_merge(TABLE, batch))
+    assert not covers(expected_plan(struct(("x", JType("int")))),
+                      plan_merge(struct(("x", JType("int"))), struct(("x", scalar(LONG)))))
+    # lenient: a value the expected load cannot take reads as null, it does not fail the job
+    assert all("try_variant_get" in e for e in load_expressions(expected, lenient=True))
+
+
+def test_a_column_that_conflicted_last_batch_is_expected_to_conflict_again() -> None:
+    conflicting = plan_merge(TABLE, struct(("temperature", scalar(DOUBLE))))
+    table = conflicting.table
+    again = plan_merge(table, struct(("temperature", scalar(DOUBLE))))
+    assert covers(expected_plan(table, conflicting), again)
+    assert not covers(expected_plan(table), again)
+    # and a batch without the conflict after one with it is loaded again, as cast
+    calm = plan_merge(table, struct(("temperature", scalar(LONG))))
+    assert not covers(expected_plan(table, conflicting), calm)
+    assert covers(expected_plan(table), calm)
+
+
+def test_the_expected_load_casts_the_object_once_and_routes_per_column() -> None:
+    conflicting = plan_merge(TABLE, struct(("temperature", scalar(DOUBLE))))
+    cast, exprs = struct_loads(expected_plan(conflicting.table, conflicting))
+    assert cast is not None and cast.startswith("try_variant_get(v, '$', 'struct<")
+    assert "`device_id`:string" in cast and "temperature" not in cast
+    by_column = dict(zip(conflicting.table.names(), exprs, strict=True))
+    assert by_column["device_id"] == "_cast.`device_id` AS `device_id`"
+    assert "schema_of_variant" in by_column["temperature"]  # routed row by row, as before
+    assert "schema_of_variant" in by_column["temperature__string"]
 
 
 def test_reserved_sibling_of_another_type_is_an_error() -> None:

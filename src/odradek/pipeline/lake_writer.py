@@ -5,6 +5,12 @@ driver then registers them in one Iceberg transaction that also evolves the sche
 records the batch (query id, batch id, end offsets). A batch the table already holds is
 recognised by that record and skipped, so a replay after a crash never writes twice.
 
+For a table that has columns the batch is read, parsed, inferred and written in one pass:
+rows are loaded as the table expects while the write's observation infers the schema;
+only a batch that brings something new is written again with its own plan (_one_pass).
+A new table's first batch, and registry-decoded batches (their types come from the
+registry by schema id), are inferred first, then written.
+
 Records that are not JSON objects (or do not decode) are split off in the inference pass
 itself: the aggregate that infers the schema also collects them, and the driver appends
 them to the quarantine table with pyarrow. A batch without one runs no quarantine job and
@@ -14,10 +20,12 @@ writes them with Spark, in a pass of their own (`quarantine_collect_rows`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +37,7 @@ import pyarrow.fs as pafs
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
 from odradek.pipeline.avro_values import ValueDecoder
@@ -62,13 +70,22 @@ from odradek.pipeline.lake_catalog import (
     with_retry,
 )
 from odradek.pipeline.offsets import offsets_to_json
-from odradek.pipeline.schema_merge import Conflict, MergePlan, load_expressions, plan_merge
+from odradek.pipeline.schema_merge import (
+    Conflict,
+    MergePlan,
+    covers,
+    expected_plan,
+    load_expressions,
+    plan_merge,
+    struct_loads,
+)
 
 log = logging.getLogger(__name__)
 
 _STATUS = """CASE
   WHEN _raw IS NULL THEN 'empty'
   WHEN _decode_error IS NOT NULL OR v IS NULL THEN 'malformed'
+  WHEN startswith({text}, '{{') THEN 'ok'
   WHEN left(ltrim(translate(substring({text}, 1, 64), '\\t\\n\\r', '   ')), 1)
        <> '{{' THEN 'not-object'
   ELSE 'ok' END"""
@@ -131,6 +148,12 @@ def _list_parquet(uri: str) -> list[str]:
                   if i.type == pafs.FileType.File and i.path.endswith(".parquet"))
 
 
+def _remove(uri: str) -> None:
+    fs, path = pafs.FileSystem.from_uri(uri)
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_dir(path)
+
+
 def _data_type(table: Table) -> JType:
     arrow = table.schema().as_arrow()
     return JType(STRUCT, tuple((f.name, from_arrow(f.type)) for f in arrow
@@ -163,6 +186,9 @@ class LakeWriter:
     # than the batch itself, which Spark holds persisted already.)
     quarantine_collect_rows = 10_000
     quarantine_collect_bytes = 64 * 1024
+    # Load a batch for a table that has columns in one pass (see _one_pass); False: infer
+    # first, then load, as every batch did before (bench.pipeline_lake --compare).
+    one_pass = True
 
     def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
                  query_id: str | None = None,
@@ -175,6 +201,8 @@ class LakeWriter:
         self.on_batch = on_batch
         self.avro = avro
         self._catalog: Catalog | None = None
+        # The last batch's plan: how the next one is expected to load.
+        self._last_plan: MergePlan | None = None
 
     @property
     def catalog(self) -> Catalog:
@@ -211,59 +239,122 @@ class LakeWriter:
             result.skipped = True
             return result
 
-        parsed = self._parse(df)
-        parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         clock = time.perf_counter()
 
         def lap(name: str) -> None:
             nonlocal clock
             now = time.perf_counter()
-            result.timings[name] = now - clock
+            result.timings[name] = result.timings.get(name, 0.0) + now - clock
             clock = now
 
+        current = _data_type(table)
+        parsed = self._parse(df)
+        if (self.one_pass and current.fields
+                and getattr(self.avro, "declared_type", None) is None):
+            return self._one_pass(parsed, table, current, batch_id, query_id, result, lap)
+        parsed.persist(StorageLevel.MEMORY_AND_DISK_DESER)
         try:
-            stats = parsed.agg(
-                F.expr("schema_of_variant_agg(CASE WHEN _status = 'ok' THEN v END)").alias("s"),
-                F.count(F.lit(1)).alias("n"),
-                F.sum(F.expr(f"CASE WHEN {_BAD} THEN 1 ELSE 0 END")).alias("bad"),
-                F.expr(f"slice(collect_list(CASE WHEN {_BAD} AND coalesce(octet_length(_raw), "
-                       f"0) <= {int(self.quarantine_collect_bytes)} THEN {_QUARANTINE_ROW} "
-                       f"END), 1, {max(int(self.quarantine_collect_rows), 0)})").alias("q"),
-            ).collect()[0]
-            total, bad = int(stats["n"]), int(stats["bad"] or 0)
+            stats = parsed.agg(*self._stats()).collect()[0]
             lap("infer")
-            if total == 0:
+            if int(stats["n"]) == 0:
                 return result
             end_offsets = self._end_offsets(parsed, batch_id)
-            result.end_offsets = end_offsets
-            plan = plan_merge(_data_type(table), self._declared(parsed)
+            plan = plan_merge(current, self._declared(parsed)
                               or parse_variant_schema(stats["s"]))
-            result.conflicts = plan.conflicts
-            result.evolved = plan.evolved
-            base = f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
-            if bad:
-                collected = stats["q"] or []
-                if len(collected) == bad:
-                    self._append_quarantine(collected, batch_id, query_id, end_offsets)
-                else:  # too many or too large for the driver: Spark writes them
-                    self._write_quarantine(parsed, batch_id, query_id, end_offsets, bad)
-                lap("quarantine")
-            good = total - bad
+            good = self._land_bad(parsed, stats, plan, batch_id, query_id, end_offsets,
+                                  result, lap)
+            base = self._data_path(table, query_id, batch_id)
             files: list[str] = []
             if good:
-                exprs = ["_topic", "_partition", "_offset", "_timestamp", "_key",
-                         *load_expressions(plan),
-                         "_topic AS _p_topic", "date_format(_timestamp, 'yyyy-MM-dd') AS _p_day"]
-                (parsed.where("_status IN ('ok', 'empty')").selectExpr(*exprs)
-                 .write.mode("overwrite").partitionBy("_p_topic", "_p_day").parquet(base))
+                self._write_rows(parsed, load_expressions(plan), base)
                 files = _list_parquet(base)
                 lap("write")
-            self._commit(plan, files, batch_id, query_id, end_offsets, good, bad)
+            self._commit(plan, files, batch_id, query_id, end_offsets, good, result.quarantined)
             lap("commit")
-            result.rows, result.quarantined, result.files = good, bad, len(files)
+            self._last_plan = plan
+            result.rows, result.files = good, len(files)
             return result
         finally:
             parsed.unpersist()
+
+    def _one_pass(self, parsed: DataFrame, table: Table, current: JType, batch_id: int,
+                  query_id: str, result: BatchResult, lap: Callable[[str], None]) -> BatchResult:
+        """A batch for a table that has columns: load it as the table expects while the
+        same pass infers its schema (an observation of the write), so a batch that brings
+        nothing new is read, parsed and written once. One that does bring something (a
+        new field, a wider type, a conflicting value) is written again with its plan."""
+        expected = expected_plan(current, self._last_plan)
+        observation = Observation(f"lake-batch-{uuid.uuid4().hex}")
+        base = self._data_path(table, query_id, batch_id)
+        cast, loads = struct_loads(expected)
+        self._write_rows(parsed.observe(observation, *self._stats()), loads, base, cast)
+        stats = observation.get
+        lap("write")
+        if int(stats["n"]) == 0:
+            _remove(base)
+            return result
+        end_offsets = self._end_offsets(parsed, batch_id)
+        plan = plan_merge(current, parse_variant_schema(stats["s"]))
+        good = self._land_bad(parsed, stats, plan, batch_id, query_id, end_offsets, result,
+                              lap)
+        files: list[str] = []
+        if good:
+            if not covers(expected, plan):
+                self._write_rows(parsed, load_expressions(plan), base)
+                lap("rewrite")
+            files = _list_parquet(base)
+        else:
+            _remove(base)
+        self._commit(plan, files, batch_id, query_id, end_offsets, good, result.quarantined)
+        lap("commit")
+        self._last_plan = plan
+        result.rows, result.files = good, len(files)
+        return result
+
+    def _stats(self) -> list[Column]:
+        """What a batch's inference aggregates: the schema of its JSON objects, its count,
+        its bad records' count and (a bounded number of) the bad records themselves."""
+        return [
+            F.expr("schema_of_variant_agg(CASE WHEN _status = 'ok' THEN v END)").alias("s"),
+            F.count(F.lit(1)).alias("n"),
+            F.sum(F.expr(f"CASE WHEN {_BAD} THEN 1 ELSE 0 END")).alias("bad"),
+            F.expr(f"slice(collect_list(CASE WHEN {_BAD} AND coalesce(octet_length(_raw), "
+                   f"0) <= {int(self.quarantine_collect_bytes)} THEN {_QUARANTINE_ROW} "
+                   f"END), 1, {max(int(self.quarantine_collect_rows), 0)})").alias("q"),
+        ]
+
+    def _land_bad(self, parsed: DataFrame, stats: Any, plan: MergePlan, batch_id: int,
+                  query_id: str, end_offsets: dict[str, dict[str, int]],
+                  result: BatchResult, lap: Callable[[str], None]) -> int:
+        """Quarantine the batch's bad records; fill in the result; return the good count."""
+        total, bad = int(stats["n"]), int(stats["bad"] or 0)
+        result.end_offsets = end_offsets
+        result.conflicts = plan.conflicts
+        result.evolved = plan.evolved
+        result.quarantined = bad
+        if bad:
+            collected = stats["q"] or []
+            if len(collected) == bad:
+                self._append_quarantine(collected, batch_id, query_id, end_offsets)
+            else:  # too many or too large for the driver: Spark writes them
+                self._write_quarantine(parsed, batch_id, query_id, end_offsets, bad)
+            lap("quarantine")
+        return total - bad
+
+    @staticmethod
+    def _data_path(table: Table, query_id: str, batch_id: int) -> str:
+        return f"{table.location().rstrip('/')}/data/ingest/{query_id}/{batch_id}"
+
+    @staticmethod
+    def _write_rows(parsed: DataFrame, loads: list[str], base: str,
+                    cast: str | None = None) -> None:
+        exprs = ["_topic", "_partition", "_offset", "_timestamp", "_key", *loads,
+                 "_topic AS _p_topic", "date_format(_timestamp, 'yyyy-MM-dd') AS _p_day"]
+        rows = parsed.where("_status IN ('ok', 'empty')")
+        if cast is not None:
+            rows = rows.selectExpr("*", cast)
+        (rows.selectExpr(*exprs)
+         .write.mode("overwrite").partitionBy("_p_topic", "_p_day").parquet(base))
 
     def _declared(self, parsed: DataFrame) -> JType | None:
         """The registered schemas' types of the batch's schema ids (schema_mapping), when

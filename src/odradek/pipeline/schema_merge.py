@@ -211,11 +211,46 @@ def _fits_expr(owner: JType, kind_expr: str) -> str:
     return "(" + " OR ".join(f"startswith({kind_expr}, '{k}')" for k in _ACCEPTS[owner.kind]) + ")"
 
 
+def expected_plan(table: JType, last: MergePlan | None = None) -> MergePlan:
+    """The plan a batch that brings nothing new gets, to load it before its schema is known.
+
+    Every column is cast from its key (a key the batch lacks reads as null, as the "null"
+    load would make it); a column the last batch routed keeps its routing, as a producer
+    that sent a conflicting type once tends to send it again.
+    """
+    routed = {load.name: load for load in (last.loads if last is not None else [])
+              if load.mode in ("route", "sibling")}
+    if last is None or last.table != table:
+        routed = {}
+    plan = MergePlan(table)
+    plan.loads = [routed.get(n) or ColumnLoad(n, t, "cast") for n, t in table.fields]
+    return plan
+
+
+def covers(expected: MergePlan, actual: MergePlan) -> bool:
+    """Would loading with `expected` write exactly the rows `actual` would?
+
+    A cast of a key the batch lacks (or holds only nulls in) gives the null that a "null"
+    load gives; anything else must match column by column.
+    """
+    if actual.evolved or len(expected.loads) != len(actual.loads):
+        return False
+    for e, a in zip(expected.loads, actual.loads, strict=True):
+        if (e.name, e.type, e.sibling_of) != (a.name, a.type, a.sibling_of):
+            return False
+        if e.mode != a.mode and not (e.mode == "cast" and a.mode == "null"):
+            return False
+    return True
+
+
 def load_expression(load: ColumnLoad, owner: ColumnLoad | None = None,
-                    variant_col: str = "v") -> str:
+                    variant_col: str = "v", lenient: bool = False) -> str:
     """The Spark SQL expression that fills one column from the parsed variant.
 
-    `owner` is the conflicting column a sibling serves (for siblings only).
+    `owner` is the conflicting column a sibling serves (for siblings only). `lenient`
+    casts with try_variant_get: a value that does not fit reads as null instead of
+    failing the job (for a load planned before the batch's schema is known, which is
+    thrown away when the batch turns out to hold such a value).
     """
     target = spark_ddl(load.type)
     alias = quote_ident(load.name)
@@ -225,6 +260,8 @@ def load_expression(load: ColumnLoad, owner: ColumnLoad | None = None,
     path = sql_string(variant_path(source))
     value = f"variant_get({variant_col}, {path}, {sql_string(target)})"
     if load.mode == "cast":
+        if lenient:
+            return f"try_{value} AS {alias}"
         return f"{value} AS {alias}"
     kind_expr = f"schema_of_variant(variant_get({variant_col}, {path}))"
     present = f"{kind_expr} NOT IN ('VOID', 'NULL')"
@@ -241,7 +278,29 @@ def load_expression(load: ColumnLoad, owner: ColumnLoad | None = None,
             f"THEN {value} END AS {alias}")
 
 
-def load_expressions(plan: MergePlan, variant_col: str = "v") -> list[str]:
+def load_expressions(plan: MergePlan, variant_col: str = "v",
+                     lenient: bool = False) -> list[str]:
     by_name = {load.name: load for load in plan.loads}
-    return [load_expression(load, by_name.get(load.sibling_of or ""), variant_col)
+    return [load_expression(load, by_name.get(load.sibling_of or ""), variant_col, lenient)
             for load in plan.loads]
+
+
+CAST_COLUMN = "_cast"
+
+
+def struct_loads(plan: MergePlan, variant_col: str = "v") -> tuple[str | None, list[str]]:
+    """Lenient loads that read the object once: an expression (named CAST_COLUMN) that
+    casts it to a struct of every "cast" column, and each column's expression over it
+    and the variant. Casting the whole object costs half what a variant_get a column
+    does; a value that does not fit makes the whole struct null, which is fine where the
+    load is thrown away when the batch holds such a value (see `covers`)."""
+    casts = [load for load in plan.loads if load.mode == "cast"]
+    if not casts:
+        return None, load_expressions(plan, variant_col, lenient=True)
+    ddl = spark_ddl(JType(STRUCT, tuple((load.name, load.type) for load in casts)))
+    pre = f"try_variant_get({variant_col}, '$', {sql_string(ddl)}) AS {CAST_COLUMN}"
+    by_name = {load.name: load for load in plan.loads}
+    return pre, [f"{CAST_COLUMN}.{quote_ident(load.name)} AS {quote_ident(load.name)}"
+                 if load.mode == "cast"
+                 else load_expression(load, by_name.get(load.sibling_of or ""), variant_col)
+                 for load in plan.loads]

@@ -93,7 +93,11 @@ def build_session(master: str = "local[2]", app_name: str = "odradek-pipeline",
                # a Python worker (the data source's planner among them) that starts slowly
                # on a busy machine failed the query after Spark's 15 s: "Python worker
                # failed to connect back"
-               .config("spark.python.authenticate.socketTimeout", "120s"))
+               .config("spark.python.authenticate.socketTimeout", "120s")
+               # The lake's partitioned Parquet writes keep a writer per partition open
+               # instead of sorting each task's rows by partition first (a batch's rows
+               # fall in one or two topic/day partitions; the sort cost a second a batch).
+               .config("spark.sql.maxConcurrentOutputFileWriters", "16"))
     if quiet:
         builder = builder.config("spark.driver.extraJavaOptions",
                                  f"-Dlog4j2.configurationFile=file:{quiet_log4j2()}")

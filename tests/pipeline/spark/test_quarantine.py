@@ -1,6 +1,7 @@
 """The quarantine is split off in the inference pass: a batch with bad records runs no more
-Spark jobs than one without, a batch without makes no quarantine commit, and the records
-land the same when there are too many for the driver and Spark writes them."""
+Spark jobs than one without (one, for a table that has columns), a batch without makes no
+quarantine commit, and the records land the same when there are too many for the driver
+and Spark writes them."""
 
 from __future__ import annotations
 
@@ -65,27 +66,30 @@ def quarantined(lake: LakeConfig) -> list[dict[str, object]]:
 def test_bad_records_cost_no_spark_job_and_a_clean_batch_no_quarantine_commit(
         spark: SparkSession, tmp_path: Path) -> None:
     lake = LakeConfig.local(tmp_path / "lake")
-    writer = LakeWriter(lake, TABLE, recorded(tmp_path, 6, 12), query_id="q1")
-    clean, clean_jobs = jobs_of(spark, writer, batch(spark, good(6)), 0)
-    assert (clean.rows, clean.quarantined) == (6, 0) and "quarantine" not in clean.timings
+    writer = LakeWriter(lake, TABLE, recorded(tmp_path, 6, 12, 18), query_id="q1")
+    first = writer.write_batch(batch(spark, good(6)), 0)  # makes the table's columns
+    clean, clean_jobs = jobs_of(spark, writer, batch(spark, good(6, 6), 6), 1)
+    assert (first.rows, clean.rows, clean.quarantined) == (6, 6, 0)
+    assert "quarantine" not in first.timings and "quarantine" not in clean.timings
+    assert clean_jobs == 1  # read, parse, infer and write: one pass
     with pytest.raises(NoSuchTableError):  # no table made, no commit, for an empty quarantine
         open_catalog(lake).load_table(TABLE + "__quarantine")
 
-    dirty, dirty_jobs = jobs_of(spark, writer, batch(spark, good(3, 6) + BAD, 6), 1)
+    dirty, dirty_jobs = jobs_of(spark, writer, batch(spark, good(3, 12) + BAD, 12), 2)
     assert (dirty.rows, dirty.quarantined) == (3, 3)
     assert dirty_jobs == clean_jobs  # the bad records came back with the inference pass
     rows = quarantined(lake)
-    assert [r["raw"] for r in rows] == BAD and [r["_offset"] for r in rows] == [9, 10, 11]
+    assert [r["raw"] for r in rows] == BAD and [r["_offset"] for r in rows] == [15, 16, 17]
     assert rows[0]["error"].startswith("malformed JSON")  # type: ignore[union-attr]
     assert rows[1]["error"].startswith("not UTF-8")  # type: ignore[union-attr]
     assert rows[2]["error"] == "not a JSON object but a list"
     assert {(r["_topic"], r["_key"], r["_timestamp"]) for r in rows[:1]} == {
         ("t", "k3", WHEN)}
     table = open_catalog(lake).load_table(TABLE)
-    assert len(table.scan().to_arrow()) == 9
+    assert len(table.scan().to_arrow()) == 15
 
     # a replay of the batch is recognised in both tables
-    again = writer.write_batch(batch(spark, good(3, 6) + BAD, 6), 1)
+    again = writer.write_batch(batch(spark, good(3, 12) + BAD, 12), 2)
     assert again.skipped and len(quarantined(lake)) == 3
 
 
@@ -101,3 +105,8 @@ def test_more_bad_records_than_the_driver_takes_are_written_by_spark_alike(
     assert [r["raw"] for r in rows] == BAD and [r["_offset"] for r in rows] == [2, 3, 4]
     assert rows[2]["error"] == "not a JSON object but a list"
     assert rows[0]["_timestamp"] == WHEN and rows[0]["_key"] == "k2"
+    # the same in a one-pass batch (the table has columns now)
+    second = writer.write_batch(batch(spark, good(2, 5) + BAD, 5), 1)
+    assert (second.rows, second.quarantined) == (2, 3) and "infer" not in second.timings
+    assert [r["_offset"] for r in quarantined(lake)] == [2, 3, 4, 7, 8, 9]
+    assert len(open_catalog(lake).load_table(TABLE).scan().to_arrow()) == 4
