@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pyiceberg.table import Table
 from pyspark.sql import SparkSession
 
 from odradek.pipeline.ingest import IngestJob, start_ingest
@@ -32,9 +33,10 @@ from odradek.pipeline.lake_catalog import (
     PROP_OFFSETS,
     SUMMARY_OFFSETS,
     LakeConfig,
+    last_batch,
     open_catalog,
 )
-from odradek.pipeline.lake_writer import BatchResult
+from odradek.pipeline.lake_writer import BatchResult, checkpoint_query_id
 from tests.pipeline.helpers import create_topic, produce, topic
 from tests.pipeline.spark.standalone import (
     SMALL_EXECUTOR,
@@ -177,6 +179,44 @@ def assert_exactly_once(driver: Driver) -> None:
     assert recorded == {driver.feed.topic: {str(p): e for p, e in ends.items()}}
 
 
+def _version(metadata_file: str) -> int:
+    return int(Path(metadata_file).name.split("-", 1)[0])
+
+
+def assert_left_mid_commit(driver: Driver, point: str, batch: int) -> None:
+    """The kill left what its point says: the test is not passing by missing it."""
+    lake = driver.work / "lake"
+    query_id = checkpoint_query_id(lake / "checkpoint")
+    assert query_id is not None
+    catalog = open_catalog(driver.lake)
+    table = catalog.load_table(TABLE)
+    done = last_batch(table, query_id)
+    quarantine = catalog.load_table(QUARANTINE)
+    if point.startswith("quarantine"):
+        assert last_batch(quarantine, query_id) == (
+            batch if point == "quarantine-committed" else batch - 1)
+    if point != "sink-returned":
+        assert done == batch - 1
+
+    def metadata_ahead(t: Table) -> bool:  # a newer metadata file than the catalog has
+        folder = Path(t.location().removeprefix("file://")) / "metadata"
+        newest = max(_version(str(p)) for p in folder.glob("*.metadata.json"))
+        return newest == _version(t.metadata_location) + 1
+
+    assert metadata_ahead(quarantine) == (point == "quarantine-metadata-written")
+    assert metadata_ahead(table) == (point == "metadata-written")
+    location = Path(table.location().removeprefix("file://"))
+    if point == "before-commit":  # the batch's Parquet files are there, in no snapshot
+        written = {f"file://{p}" for p in (location / "data" / "ingest" / query_id
+                                             / str(batch)).rglob("*.parquet")}
+        assert written
+        assert not written & {t.file.file_path for t in table.scan().plan_files()}
+    if point == "sink-returned":  # in the table; not in Spark's commit log
+        assert done == batch
+        assert not (lake / "checkpoint" / "commits" / str(batch)).exists()
+        assert (lake / "checkpoint" / "offsets" / str(batch)).exists()
+
+
 @pytest.mark.timeout(900)
 def test_driver_killed_at_each_commit_point_then_restarted_lands_everything_once(
         spark: SparkSession, bootstrap: str, tmp_path: Path) -> None:
@@ -192,6 +232,7 @@ def test_driver_killed_at_each_commit_point_then_restarted_lands_everything_once
     killed = []
     for point in points:
         killed.append(driver.run(kill_at=point))
+        assert_left_mid_commit(driver, point, batch=1)
         assert_consistent(driver)
     # batch 0 landed; then every start died in batch 1, which each restart replayed
     assert killed == [f"{point} 1" for point in points]
@@ -225,9 +266,9 @@ def test_driver_kill_fault_loop(cluster: Cluster, bootstrap: str, tmp_path: Path
                     master=cluster.master_url, per_trigger=100, conf=tuple(SMALL_EXECUTOR))
     point = POINTS[run % len(POINTS)]
     killed = driver.run(kill_at=point, from_batch=1 + (run // len(POINTS)) % 2)
+    assert_left_mid_commit(driver, point, batch=int(str(killed).split()[1]))
     assert_consistent(driver)
     driver.run()
     assert_exactly_once(driver)
     if point == "sink-returned":  # committed before the kill: the replay skipped it
-        batch = int(str(killed).split()[1])
-        assert f"batch {batch}: already in the table" in driver.log().read_text()
+        assert f"batch {str(killed).split()[1]}: already in the table" in driver.log().read_text()
