@@ -272,3 +272,69 @@ def test_up_upkeep_bounds_the_snapshots_each_table_keeps(catalog: Catalog,
     fresh = catalog.load_table("iot.device_stats").properties
     assert fresh[maintenance.PROP_MIN_SNAPSHOTS] == str(UP_SNAPSHOTS_KEPT)
     assert fresh[maintenance.PROP_MAX_SNAPSHOT_AGE] == str(int(UP_RETENTION_S * 1000))
+
+
+def test_lake_maintain_follows_the_tables_expiry_properties_unless_told(
+        catalog: Catalog, tmp_path: Path) -> None:
+    """`odradek lake maintain` without --retention expires by the table's own properties
+    (Iceberg's 5 days by default: nothing of a fresh table); --retention overrides them."""
+    from typer.testing import CliRunner
+
+    from odradek.cli.lake import app as lake_app
+
+    lake = LakeConfig.local(tmp_path / "lake")
+    args = ["maintain", TABLE, "--catalog-uri", lake.catalog_uri, "--warehouse",
+            lake.warehouse, "--json"]
+    runner = CliRunner()
+
+    def maintain(*extra: str) -> dict[str, Any]:
+        done = runner.invoke(lake_app, [*args, *extra])
+        assert done.exit_code == 0, done.output
+        return dict(json.loads(done.output))
+
+    ingest = FakeIngest(catalog)
+    for _ in range(6):
+        ingest.commit(1)
+    first = maintain()
+    assert first["files_replaced"] == 12 and first["snapshots_expired"] == 0
+    assert len(catalog.load_table(TABLE).metadata.snapshots) == 7  # 6 batches, 1 compaction
+
+    catalog.load_table(TABLE).transaction().set_properties({  # as `odradek up` writes them
+        maintenance.PROP_MAX_SNAPSHOT_AGE: "0",
+        maintenance.PROP_MIN_SNAPSHOTS: "3"}).commit_transaction()
+    data = Path(catalog.load_table(TABLE).location().removeprefix("file://")) / "data"
+    in_flight = data / "ingest" / "q" / "9" / "part-0.parquet"  # a writer's, not committed
+    in_flight.parent.mkdir(parents=True)
+    in_flight.write_bytes(b"PAR1")
+    second = maintain()
+    assert second["snapshots_expired"] == 4
+    assert len(catalog.load_table(TABLE).metadata.snapshots) == 3
+    # unreferenced files go at an hour old at the earliest: not the writer's, nor yet the
+    # twelve the compaction replaced
+    assert second["files_deleted"] == 0 and len(parquet_on_disk(tmp_path)) == 12 + 2 + 1
+    assert len(rows(catalog)) == 12
+
+    catalog.load_table(TABLE).transaction().set_properties({
+        maintenance.PROP_MAX_SNAPSHOT_AGE: str(86_400_000),
+        maintenance.PROP_MIN_SNAPSHOTS: "1"}).commit_transaction()
+    assert maintain()["snapshots_expired"] == 0  # a day's age: all three are younger
+    told = maintain("--retention", "0s")  # the operator's retention wins over the table's
+    assert told["snapshots_expired"] == 2 and told["rows"] == 12
+    # … and bounds the unreferenced files' age too: the compacted two are left
+    assert len(parquet_on_disk(tmp_path)) == 2 and not in_flight.exists()
+    assert len(catalog.load_table(TABLE).metadata.snapshots) == 1 and len(rows(catalog)) == 12
+
+    usage = runner.invoke(lake_app, ["maintain", "--help"], env={"COLUMNS": "300"})
+    assert "Default: the table's history.expire.max-snapshot-age-ms" in usage.output
+
+
+def test_maintain_without_a_retention_keeps_what_the_table_says(catalog: Catalog) -> None:
+    ingest = FakeIngest(catalog)
+    for _ in range(5):
+        ingest.commit(1)
+    _, expired, size = maintenance.maintain(catalog, TABLE)
+    assert expired.snapshots_expired == 0 and size.rows == 10
+    catalog.load_table(TABLE).transaction().set_properties({
+        maintenance.PROP_MAX_SNAPSHOT_AGE: "0"}).commit_transaction()
+    _, expired, size = maintenance.maintain(catalog, TABLE)
+    assert expired.snapshots_expired == 5 and len(expired.kept) == 1 and size.rows == 10

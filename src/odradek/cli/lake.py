@@ -293,9 +293,13 @@ def maintain(table: str = typer.Argument(..., help="namespace.name"),
              warehouse: str | None = WarehouseOption,
              target_file_size: int = typer.Option(64, "--target-file-size", min=1,
                                                   help="MiB per file after compaction"),
-             retention: str = typer.Option(
-                 "1h", "--retention",
-                 help="Expire snapshots older than this (30m, 1h, 7d); the current one stays"),
+             retention: str | None = typer.Option(
+                 None, "--retention",
+                 help="Expire snapshots older than this (30m, 1h, 7d) and delete unreferenced "
+                      "files older than this. Default: the table's "
+                      "history.expire.max-snapshot-age-ms (Iceberg's default 5 days), files "
+                      "at least 1h old. The newest history.expire.min-snapshots-to-keep "
+                      "snapshots (default 1) always stay"),
              as_json: bool = typer.Option(False, "--json")) -> None:
     """Compact small files into files of the target size, then expire old snapshots.
 
@@ -309,11 +313,11 @@ def maintain(table: str = typer.Argument(..., help="namespace.name"),
     from odradek.pipeline.maintenance import ExpiryPropertyError, describe_result
     from odradek.pipeline.maintenance import maintain as run_maintenance
 
-    keep = _duration(retention, "--retention")
+    keep = None if retention is None else dt.timedelta(
+        seconds=_duration(retention, "--retention"))
     catalog = _catalog(data_dir, catalog_uri, warehouse)
     try:
-        c, e, size = run_maintenance(catalog, _table_name(table), target_file_size << 20,
-                                     dt.timedelta(seconds=keep))
+        c, e, size = run_maintenance(catalog, _table_name(table), target_file_size << 20, keep)
     except NoSuchTableError:
         _no_table(table, catalog)
     except ExpiryPropertyError as bad:

@@ -57,6 +57,9 @@ PROP_MAX_SNAPSHOT_AGE = "history.expire.max-snapshot-age-ms"
 PROP_MIN_SNAPSHOTS = "history.expire.min-snapshots-to-keep"
 DEFAULT_MAX_SNAPSHOT_AGE = dt.timedelta(days=5)
 DEFAULT_MIN_SNAPSHOTS = 1
+# unreferenced files younger than this stay when the age comes from the table's properties:
+# a running writer's Parquet files exist, unreferenced, until its commit
+ORPHAN_MIN_AGE = dt.timedelta(hours=1)
 
 
 class ExpiryPropertyError(ValueError):
@@ -357,11 +360,22 @@ def expire(catalog: Catalog, name: str, older_than: dt.timedelta | None = None,
 
 
 def maintain(catalog: Catalog, name: str, target_bytes: int = DEFAULT_TARGET_BYTES,
-             retention: dt.timedelta = dt.timedelta(hours=1)
+             retention: dt.timedelta | None = None
              ) -> tuple[CompactionResult, ExpiryResult, TableSize]:
-    """Compact, then expire: what `odradek lake maintain` and `odradek up` run."""
+    """Compact, then expire: what `odradek lake maintain` runs.
+
+    Without a `retention` the expiry follows the table's own properties, as `expire()`
+    does (history.expire.max-snapshot-age-ms, default 5 days), and unreferenced files go
+    once they are that old and at least `ORPHAN_MIN_AGE`: a short age written on the table
+    (`odradek up` writes 120 s) must not reach a running ingest's uncommitted files. A
+    given `retention` is the bound for both, as the operator asked.
+    """
+    orphans = None
+    if retention is None:
+        table = with_retry(f"load {name}", lambda: catalog.load_table(name))
+        orphans = max(expiry_policy(table).max_age, ORPHAN_MIN_AGE)
     compacted = compact(catalog, name, target_bytes)
-    expired = expire(catalog, name, retention)
+    expired = expire(catalog, name, retention, orphans_older_than=orphans)
     return compacted, expired, table_size(catalog.load_table(name))
 
 

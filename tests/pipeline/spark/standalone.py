@@ -28,6 +28,10 @@ from tests.conftest import free_port
 from tests.processes import started, wait_for_output
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
+# an application's executors, small: the machine is shared; one executor of one core and
+# 512 MiB (spark-submit --conf pairs)
+SMALL_EXECUTOR = ["--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=1",
+                  "--conf", "spark.executor.cores=1"]
 
 
 def spark_home() -> Path:

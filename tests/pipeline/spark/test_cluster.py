@@ -17,6 +17,7 @@ import pytest
 from odradek.pipeline.lake_catalog import LakeConfig, open_catalog
 from tests.pipeline.helpers import create_topic, produce, topic
 from tests.pipeline.spark.standalone import (
+    SMALL_EXECUTOR,
     Cluster,
     EventLog,
     cluster_env,
@@ -28,9 +29,6 @@ from tests.pipeline.spark.standalone import (
 from tests.processes import started, wait_for_output
 
 TABLE = "iot.cluster"
-# small: the machine is shared; one executor of one core and 512 MiB
-EXECUTOR_CONF = ["--conf", "spark.executor.memory=512m", "--conf", "spark.cores.max=1",
-                 "--conf", "spark.executor.cores=1"]
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +73,7 @@ def _ingest_on_the_cluster(cluster: Cluster, bootstrap: str, tmp_path: Path,
            "--catalog-uri", f"sqlite:///{lake / 'catalog.db'}",
            "--warehouse", str(lake / "warehouse"), "--checkpoint", str(lake / "checkpoint"),
            "--available-now", "--max-offsets-per-trigger", str(records // batches),
-           *EXECUTOR_CONF, *event_log_conf(events)]
+           *SMALL_EXECUTOR, *event_log_conf(events)]
     log = tmp_path / "ingest.log"
     with started(cmd, log, env=cluster_env(tmp_path)) as proc:
         if kill_executor:
