@@ -171,20 +171,17 @@ def _print(rows: dict[str, list[Row]], rounds: int, records: int) -> None:
           f"{' --peer' if peer else ''}")
     print("| listener | produce MB/s | consume MB/s | of PLAINTEXT (p / c) | "
           "≥ peer PLAINTEXT (p / c) | broker CPU ms/MB (p / c) | consumer CPU ms/MB | "
-          "1 / (broker + consumer CPU) MB/s | broker page faults / MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "broker page faults / MB |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, r in med.items():
         ratio = (f"{r.produce_mbs / base.produce_mbs:.0%} / {r.consume_mbs / base.consume_mbs:.0%}"
                  if base else "-")
         versus = (f"{'yes' if r.produce_mbs >= peer.produce_mbs else 'no'} / "
                   f"{'yes' if r.consume_mbs >= peer.consume_mbs else 'no'}"
                   if peer and name != "peer PLAINTEXT" else "-")
-        # one fetch in flight per consumer: the broker and the consumer take turns, so
-        # their CPU per MB added up bounds the consume rate
-        serial = 1 / (r.consume_cpu + r.client_cpu) if r.consume_cpu + r.client_cpu else 0
         print(f"| {name} | {r.produce_mbs:,.1f} | {r.consume_mbs:,.1f} | {ratio} | {versus} | "
               f"{r.produce_cpu * 1000:.2f} / {r.consume_cpu * 1000:.2f} | "
-              f"{r.client_cpu * 1000:.2f} | {serial:,.0f} | {r.faults:,.0f} |")
+              f"{r.client_cpu * 1000:.2f} | {r.faults:,.0f} |")
 
 
 if __name__ == "__main__":
