@@ -5,7 +5,10 @@ properties files with the Java client's property names. librdkafka shares most o
 those names; the ones it spells differently are translated here, the Java-only ones
 with no meaning for a librdkafka client (serializers, deserializers) are dropped, and
 anything else goes to librdkafka as it is, which refuses what it does not know with
-its own one-line error.
+its own one-line error. An OAUTHBEARER login is translated too: Kafka's unsecured login
+(`unsecuredLogin*` JAAS options) becomes librdkafka's unsecured JWT, and the OAuth
+client_credentials login (`OAuthBearerLoginCallbackHandler` with `clientId`/
+`clientSecret`) its `sasl.oauthbearer.method=oidc`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,12 @@ _JAVA_ONLY = frozenset({
     "partitioner.class", "partition.assignment.strategy.class",
 })
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"([^"]*)"')
+_LOGIN_HANDLER = "sasl.login.callback.handler.class"
+_OIDC_HANDLERS = frozenset({
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+})
+_UNSECURED = "unsecuredLogin"
 
 
 def load_properties(path: str) -> dict[str, str]:
@@ -47,6 +56,9 @@ def librdkafka_config(props: dict[str, str]) -> dict[str, Any]:
             continue
         if key == "sasl.jaas.config":
             options = dict(_JAAS_OPTION.findall(value))
+            if props.get("sasl.mechanism", "").strip().upper() == "OAUTHBEARER":
+                conf.update(_oauthbearer(props.get(_LOGIN_HANDLER, "").strip(), options))
+                continue
             if "username" in options:
                 conf["sasl.username"] = options["username"]
             if "password" in options:
@@ -60,6 +72,46 @@ def librdkafka_config(props: dict[str, str]) -> dict[str, Any]:
             continue  # librdkafka reads PEM from ssl.ca.location, which the location became
         conf[key] = value
     return conf
+
+
+def _oauthbearer(handler: str, options: dict[str, str]) -> dict[str, Any]:
+    """librdkafka's settings for the login a Java client's OAUTHBEARER JAAS entry asks."""
+    extensions = {k[len("extension_"):]: v for k, v in options.items()
+                  if k.startswith("extension_")}
+    if handler in _OIDC_HANDLERS:
+        if "clientId" not in options or "clientSecret" not in options:
+            raise ToolError("sasl.jaas.config: the OAuth login needs clientId and clientSecret")
+        conf: dict[str, Any] = {"sasl.oauthbearer.method": "oidc",
+                                "sasl.oauthbearer.client.id": options["clientId"],
+                                "sasl.oauthbearer.client.secret": options["clientSecret"]}
+        if "scope" in options:
+            conf["sasl.oauthbearer.scope"] = options["scope"]
+        if extensions:
+            conf["sasl.oauthbearer.extensions"] = ",".join(
+                f"{k}={v}" for k, v in extensions.items())
+        return conf
+    if handler:
+        raise ToolError(f"{_LOGIN_HANDLER}: {handler} is not a login this tool can use "
+                        f"(Kafka's unsecured login, or {sorted(_OIDC_HANDLERS)[0]})")
+    claim = options.get(_UNSECURED + "PrincipalClaimName", "sub")
+    principal = options.get(f"{_UNSECURED}StringClaim_{claim}")
+    if not principal:
+        raise ToolError(f"sasl.jaas.config: the unsecured OAUTHBEARER login needs "
+                        f"{_UNSECURED}StringClaim_{claim}")
+    parts = [f"principal={principal}"]
+    if claim != "sub":
+        parts.append(f"principalClaimName={claim}")
+    scope_claim = options.get(_UNSECURED + "ScopeClaimName", "scope")
+    scope = options.get(f"{_UNSECURED}ListClaim_{scope_claim}")
+    if scope:  # Kafka's list claim: its first character separates the values
+        parts.append(f"scope={','.join(v for v in scope[1:].split(scope[0]) if v)}")
+        if scope_claim != "scope":
+            parts.append(f"scopeClaimName={scope_claim}")
+    if _UNSECURED + "LifetimeSeconds" in options:
+        parts.append(f"lifeSeconds={options[_UNSECURED + 'LifetimeSeconds']}")
+    parts += [f"extension_{k}={v}" for k, v in extensions.items()]
+    return {"enable.sasl.oauthbearer.unsecure.jwt": True,
+            "sasl.oauthbearer.config": " ".join(parts)}
 
 
 def client_conf(bootstrap: str | None, files: list[str] | None = None,
