@@ -19,9 +19,15 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.configdef import ConfigError
-from odradek.security.sasl.oauth_login import LoginFailed, LoginToken, OAuthBearerClient
+from odradek.security.sasl.oauth_login import (
+    LoginFailed,
+    LoginToken,
+    OAuthBearerClient,
+    login_setting,
+)
 
 log = logging.getLogger("odradek.security.sasl.login")
 
@@ -42,23 +48,11 @@ class RefreshConfig:
     @staticmethod
     def from_config(props: Mapping[str, str]) -> RefreshConfig:
         """Kafka's sasl.login.refresh.* with their ranges."""
-        def read(name: str, default: float, low: float, high: float, whole: bool) -> float:
-            raw = props.get(f"sasl.login.refresh.{name}")
-            if raw is None:
-                return default
-            try:
-                value = int(raw.strip()) if whole else float(raw.strip())
-            except ValueError:
-                value = low - 1
-            if not low <= value <= high:
-                raise ConfigError(f"sasl.login.refresh.{name}: Invalid value {raw}: Value "
-                                  f"must be in [{low:g}, {high:g}]")
-            return value
+        def read(name: str) -> Any:
+            return login_setting(props, f"sasl.login.refresh.{name}")
 
-        return RefreshConfig(read("window.factor", 0.8, 0.5, 1.0, False),
-                             read("window.jitter", 0.05, 0.0, 0.25, False),
-                             int(read("min.period.seconds", 60, 0, 900, True)),
-                             int(read("buffer.seconds", 300, 0, 3600, True)))
+        return RefreshConfig(read("window.factor"), read("window.jitter"),
+                             read("min.period.seconds"), read("buffer.seconds"))
 
 
 def next_refresh_ms(now_ms: int, token: LoginToken, config: RefreshConfig,

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from odradek.configdef import ConfigError
+from odradek.configdef import ConfigDef, ConfigError
+from odradek.configdef import ConfigType as _T
 from odradek.security.sasl.base import SaslFailure
 
 log = logging.getLogger("odradek.security.sasl.login")
@@ -260,17 +261,26 @@ def _non_blank(value: str | None, name: str, prop: str) -> str:
     return value.strip()
 
 
-def _number(props: Mapping[str, str], name: str, default: int | None) -> int | None:
+# The broker's own login settings, Kafka's names and ranges (SaslConfigs); read from the
+# inter-broker listener's view, so `listener.name.<l>.oauthbearer.` prefixes apply.
+LOGIN_SETTINGS = {d.name: d for d in (
+    ConfigDef("sasl.login.refresh.window.factor", _T.DOUBLE, 0.8, minimum=0.5, maximum=1.0),
+    ConfigDef("sasl.login.refresh.window.jitter", _T.DOUBLE, 0.05, minimum=0.0, maximum=0.25),
+    ConfigDef("sasl.login.refresh.min.period.seconds", _T.INT, 60, minimum=0, maximum=900),
+    ConfigDef("sasl.login.refresh.buffer.seconds", _T.INT, 300, minimum=0, maximum=3600),
+    ConfigDef("sasl.login.retry.backoff.ms", _T.LONG, 100, minimum=0),
+    ConfigDef("sasl.login.retry.backoff.max.ms", _T.LONG, 10_000, minimum=0),
+    ConfigDef("sasl.login.connect.timeout.ms", _T.INT, None, minimum=0),
+    ConfigDef("sasl.login.read.timeout.ms", _T.INT, None, minimum=0),
+    ConfigDef("sasl.oauthbearer.header.urlencode", _T.BOOLEAN, False),
+)}
+
+
+def login_setting(props: Mapping[str, str], name: str) -> Any:
+    """One of LOGIN_SETTINGS from `props`, typed and range-checked (ConfigError)."""
+    definition = LOGIN_SETTINGS[name]
     raw = props.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ConfigError(f"{name}: expected a non-negative integer, got {raw!r}")
-    return value
+    return definition.default if raw is None or not raw.strip() else definition.parse(raw)
 
 
 @dataclass
@@ -303,16 +313,11 @@ class ClientCredentialsLogin:
                               f"the OAuth login, got {url!r}")
         sub = props.get("sasl.oauthbearer.sub.claim.name", "sub").strip() or "sub"
         scope_claim = props.get("sasl.oauthbearer.scope.claim.name", "scope").strip() or "scope"
-        backoff = _number(props, "sasl.login.retry.backoff.ms", 100)
-        backoff_max = _number(props, "sasl.login.retry.backoff.max.ms", 10_000)
-        assert backoff is not None and backoff_max is not None
+        backoff = login_setting(props, "sasl.login.retry.backoff.ms")
+        backoff_max = login_setting(props, "sasl.login.retry.backoff.max.ms")
         if backoff_max < backoff:
             raise ConfigError(f"sasl.login.retry.backoff.max.ms ({backoff_max}) is less than "
                               f"sasl.login.retry.backoff.ms ({backoff})")
-        encode_raw = props.get("sasl.oauthbearer.header.urlencode", "false").strip().lower()
-        if encode_raw not in ("true", "false"):
-            raise ConfigError(f"sasl.oauthbearer.header.urlencode: expected true or false, "
-                              f"got {encode_raw!r}")
         unsupported = sorted(k for k in options if k.startswith("ssl."))
         if unsupported:
             raise ConfigError(f"{prop}: {unsupported[0]}: TLS options for the token endpoint "
@@ -323,9 +328,9 @@ class ClientCredentialsLogin:
         login = ClientCredentialsLogin(
             url, sub_claim=sub, scope_claim=scope_claim, extensions=extensions,
             retry_backoff_ms=backoff, retry_backoff_max_ms=backoff_max,
-            connect_timeout_ms=_number(props, "sasl.login.connect.timeout.ms", None),
-            read_timeout_ms=_number(props, "sasl.login.read.timeout.ms", None),
-            urlencode_header=encode_raw == "true")
+            connect_timeout_ms=login_setting(props, "sasl.login.connect.timeout.ms"),
+            read_timeout_ms=login_setting(props, "sasl.login.read.timeout.ms"),
+            urlencode_header=login_setting(props, "sasl.oauthbearer.header.urlencode"))
         if parsed.scheme != "file":
             login.client_id = _non_blank(options.get("clientId"), "clientId", prop)
             login.client_secret = _non_blank(options.get("clientSecret"), "clientSecret", prop)
