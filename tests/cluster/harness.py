@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.conftest import BrokerProcess
+from tests.conftest import BrokerProcess, free_port
 from tests.zk import ZooKeeperProcess, start_zookeeper, zookeeper_available
 
 SESSION_TIMEOUT_MS = 4000
@@ -55,6 +55,7 @@ class Cluster:
             **(configs or {}),
         }
         self.brokers: dict[int, BrokerProcess] = {}
+        self._started: set[int] = set()  # node ids started at least once
         # librdkafka settings the harness's own clients need (a secured cluster's login)
         self.client_settings: dict[str, Any] = {}
         for node_id in range(1, size + 1):
@@ -124,7 +125,22 @@ class Cluster:
         """(Re)start a broker with its port and data dir; returns once it serves."""
         broker = self.brokers[node_id]
         broker.log_path.parent.mkdir(parents=True, exist_ok=True)
-        return broker.start(timeout=timeout)
+        first = node_id not in self._started
+        for attempt in range(3):
+            try:
+                started = broker.start(timeout=timeout)
+                break
+            except RuntimeError as e:
+                # The port was picked when the cluster was made, from the kernel's
+                # ephemeral range: an outgoing connection (to ZooKeeper, to a broker
+                # started before) can take it meanwhile. Before its first start no one
+                # knows the port yet, so another one will do.
+                if (not first or attempt == 2 or "listeners" in broker.overrides
+                        or "Address already in use" not in str(e)):
+                    raise
+                broker.port = free_port()
+        self._started.add(node_id)
+        return started
 
     def logs(self, node_id: int) -> str:
         return self.brokers[node_id].logs()
