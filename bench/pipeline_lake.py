@@ -12,12 +12,15 @@ the writer's laps per batch (median over the batches after the first).
 
 With --compare N, the same topic is ingested 2N times into fresh tables in one Spark
 session, alternating two ways of writing a batch (--paths):
-- `passes` (the default): `two-pass` (every batch inferred in one pass, then projected and
+- `lane` (the default): `no-lane` (every batch through Spark: variant parse, inference
+  and Spark's Parquet writer, one pass where the table has columns) and `lane` (parsed
+  by pyarrow and written as Parquet in the Spark tasks themselves; the default);
+- `passes`: `two-pass` (every batch inferred in one pass, then projected and
   written, sorted by partition, in a second: the writer before issue 16) and `one-pass`
   (a batch for a table that has columns is written as the table expects while the same
-  pass infers its schema; the default);
+  pass infers its schema), both without the lane;
 - `quarantine`: `spark` (the bad records written by a Spark job of their own) and `driver`
-  (collected by the inference pass and appended by the driver, the default).
+  (collected by the inference pass and appended by the driver), without the lane.
 The first batch of each run lands in a new table, so it always takes two passes; the
 steady figure is the batches after it.
 """
@@ -36,8 +39,9 @@ from typing import Any
 
 from bench.pipeline_common import broker, fill_topic
 
-PATHS = {"passes": ("two-pass", "one-pass"), "quarantine": ("spark", "driver")}
-LAPS = ("infer", "quarantine", "write", "rewrite", "commit")
+PATHS = {"lane": ("no-lane", "lane"), "passes": ("two-pass", "one-pass"),
+         "quarantine": ("spark", "driver")}
+LAPS = ("lane", "infer", "quarantine", "write", "rewrite", "commit")
 
 
 def tree_cpu_seconds(root: int) -> float:
@@ -116,7 +120,7 @@ def main() -> None:
     parser.add_argument("--bootstrap-server", default=None)
     parser.add_argument("--compare", type=int, default=0, metavar="N",
                         help="alternate the two paths N times each")
-    parser.add_argument("--paths", choices=PATHS, default="passes",
+    parser.add_argument("--paths", choices=PATHS, default="lane",
                         help="which two paths --compare alternates")
     args = parser.parse_args()
 
@@ -144,6 +148,8 @@ def main() -> None:
             for i, path in enumerate(plan):
                 LakeWriter.quarantine_collect_rows = 0 if path == "spark" else default_rows
                 LakeWriter.one_pass = path != "two-pass"
+                # the Spark paths are compared without the lane in front of them
+                LakeWriter.arrow_lane = path in ("lane", "run")
                 # two-pass is main before this change: its writes sorted by partition too
                 spark.conf.set("spark.sql.maxConcurrentOutputFileWriters",
                                "0" if path == "two-pass" else writers)
@@ -152,6 +158,7 @@ def main() -> None:
                 show(results[-1])
             LakeWriter.quarantine_collect_rows = default_rows
             LakeWriter.one_pass = True
+            LakeWriter.arrow_lane = True
             spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)

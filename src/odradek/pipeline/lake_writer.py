@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import time
@@ -40,6 +41,16 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from odradek.pipeline.arrow_lane import (
+    INPUT_COLUMNS,
+    OUT_SCHEMA,
+    Fallback,
+    LaneSpec,
+    batch_type,
+    conform,
+    lane_type,
+    run_task,
+)
 from odradek.pipeline.avro_values import ValueDecoder
 from odradek.pipeline.jsontypes import (
     STRUCT,
@@ -47,6 +58,7 @@ from odradek.pipeline.jsontypes import (
     from_arrow,
     json_error,
     parse_variant_schema,
+    prune,
     to_arrow,
 )
 from odradek.pipeline.lake_catalog import (
@@ -189,6 +201,9 @@ class LakeWriter:
     # Load a batch for a table that has columns in one pass (see _one_pass); False: infer
     # first, then load, as every batch did before (bench.pipeline_lake --compare).
     one_pass = True
+    # Parse and write a JSON batch in the Spark tasks with pyarrow (arrow_lane); a batch
+    # the lane cannot land exactly as the Spark path would takes the Spark path.
+    arrow_lane = True
 
     def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
                  query_id: str | None = None,
@@ -248,6 +263,10 @@ class LakeWriter:
             clock = now
 
         current = _data_type(table)
+        if self.arrow_lane and self.avro is None and lane_type(current):
+            landed = self._lane(df, table, current, batch_id, query_id, result, lap)
+            if landed is not None:
+                return landed
         parsed = self._parse(df)
         if (self.one_pass and current.fields
                 and getattr(self.avro, "declared_type", None) is None):
@@ -260,7 +279,7 @@ class LakeWriter:
                 return result
             end_offsets = self._end_offsets(parsed, batch_id)
             plan = plan_merge(current, self._declared(parsed)
-                              or parse_variant_schema(stats["s"]))
+                              or prune(parse_variant_schema(stats["s"])))
             good = self._land_bad(parsed, stats, plan, batch_id, query_id, end_offsets,
                                   result, lap)
             base = self._data_path(table, query_id, batch_id)
@@ -276,6 +295,54 @@ class LakeWriter:
             return result
         finally:
             parsed.unpersist()
+
+    def _lane(self, df: DataFrame, table: Table, current: JType, batch_id: int,
+              query_id: str, result: BatchResult,
+              lap: Callable[[str], None]) -> BatchResult | None:
+        """The batch through the Arrow lane; None: it needs the Spark path (nothing of it
+        was committed, and its files are gone)."""
+        base = self._data_path(table, query_id, batch_id)
+        _remove(base)  # an earlier attempt's files
+        spec = LaneSpec(base, current, max(int(self.quarantine_collect_rows), 0),
+                        int(self.quarantine_collect_bytes))
+        answers = (df.select(*INPUT_COLUMNS)
+                   .mapInArrow(functools.partial(run_task, spec), OUT_SCHEMA).collect())
+        lap("lane")
+        reasons = [a["error"] for a in answers if a["kind"] == "fallback"]
+        files = [a for a in answers if a["kind"] == "file"]
+        bad = [a.asDict() for a in answers if a["kind"] == "bad"]
+        good = sum(int(a["rows"]) for a in files)
+        plan: MergePlan | None = None
+        if not reasons:
+            schemas = [pa.ipc.read_schema(pa.py_buffer(a["arrow_schema"])) for a in files]
+            try:
+                plan = plan_merge(current, batch_type(schemas, current))
+            except Fallback as e:
+                reasons.append(str(e))
+            if plan is not None and plan.conflicts:
+                reasons.append(f"a conflict on {plan.conflicts[0].column}")
+        if reasons or plan is None:
+            _remove(base)
+            log.info("batch %d of %s takes the Spark path: %s", batch_id, self.table_name,
+                     reasons[0] if reasons else "no plan")
+            return None
+        if good + len(bad) == 0:
+            _remove(base)
+            return result
+        paths = [conform(a["path"], s, plan.table)
+                 for a, s in zip(files, schemas, strict=True)]
+        end_offsets = (checkpoint_offsets(self.checkpoint, batch_id)
+                       if self.checkpoint is not None else None)
+        if end_offsets is None:
+            end_offsets = offsets_to_json({(a["topic"], a["partition"]): int(a["offset"]) + 1
+                                           for a in answers if a["kind"] == "end"})
+        stats = {"n": good + len(bad), "bad": len(bad), "q": bad}
+        self._land_bad(df, stats, plan, batch_id, query_id, end_offsets, result, lap)
+        self._commit(plan, paths, batch_id, query_id, end_offsets, good, result.quarantined)
+        lap("commit")
+        self._last_plan = plan
+        result.rows, result.files = good, len(paths)
+        return result
 
     def _one_pass(self, parsed: DataFrame, table: Table, current: JType, batch_id: int,
                   query_id: str, result: BatchResult, lap: Callable[[str], None]) -> BatchResult:
@@ -294,7 +361,7 @@ class LakeWriter:
             _remove(base)
             return result
         end_offsets = self._end_offsets(parsed, batch_id)
-        plan = plan_merge(current, parse_variant_schema(stats["s"]))
+        plan = plan_merge(current, prune(parse_variant_schema(stats["s"])))
         good = self._land_bad(parsed, stats, plan, batch_id, query_id, end_offsets, result,
                               lap)
         files: list[str] = []
@@ -401,7 +468,7 @@ class LakeWriter:
         name, table = self._quarantine_table(batch_id, query_id)
         if table is None:
             return
-        rows = [r.asDict() for r in collected]
+        rows = [r if isinstance(r, dict) else r.asDict() for r in collected]
         data = pa.Table.from_arrays([
             pa.array([r["topic"] for r in rows], pa.string()),
             pa.array([r["partition"] for r in rows], pa.int32()),
