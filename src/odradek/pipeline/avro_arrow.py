@@ -420,8 +420,9 @@ def _decimal_array(node: _Node, arr: pa.Array, target: JType, b: _Batch, rows: n
     lengths = _lengths(arr)
     b.mark(lengths > 16, rows, live)  # fastavro takes it; we do not widen past 128 bits
     flat = pc.fill_null(arr, b"").cast(pa.large_binary())
-    offsets = np.asarray(flat.offsets.to_numpy(), np.int64)
-    data = np.frombuffer(flat.buffers()[2] or b"", np.uint8) if n else np.zeros(0, np.uint8)
+    joined, lengths = _joined(flat)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    data = np.frombuffer(joined, np.uint8)
     lengths = np.minimum(lengths, 16)
     negative = np.zeros(n, bool)
     has = lengths > 0
