@@ -61,6 +61,12 @@ _MIN_US, _MAX_US = -62_135_596_800_000_000, 253_402_300_799_999_999
 _MIN_DAY, _MAX_DAY = -719_162, 2_932_896
 _UUID = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 _SYNC = b"odradek-avro-blk"  # any 16 bytes: the block is ours alone
+# A two-branch union's index byte → 1 (null branch) or 2 (value), by the null's position:
+# 0 and 2 are the indexes 0 and 1; fastavro also takes 1 and 3, indexes -1 and -2 (from
+# the end, as Python indexes a list).
+_BRANCH = {0: np.zeros(256, np.int8), 1: np.zeros(256, np.int8)}
+_BRANCH[0][[0, 3]], _BRANCH[0][[2, 1]] = 1, 2
+_BRANCH[1][[2, 1]], _BRANCH[1][[0, 3]] = 1, 2
 _LOGICAL = {("int", "date"), ("long", "timestamp-millis"), ("long", "timestamp-micros"),
             ("long", "local-timestamp-millis"), ("long", "local-timestamp-micros"),
             ("bytes", "decimal"), ("fixed", "decimal"), ("string", "uuid")}
@@ -314,12 +320,9 @@ def _convert(lay: _Layout, target: JType, b: _Batch, starts: np.ndarray, rows: n
     k = node.kind
     if k == "nullable":
         valid = np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), bool)
-        # the union index byte (fastavro also takes a negative index, from the end)
-        byte = b.data[np.minimum(starts, len(b.data) - 1)]
-        nulls = (0, 3) if node.null_index == 0 else (2, 1)
-        values = (2, 1) if node.null_index == 0 else (0, 3)
-        ok = np.where(valid, np.isin(byte, values), np.isin(byte, nulls))
-        b.mark(~ok, rows, live)
+        # the union index byte: 1 says the null branch, 2 the other, 0 neither
+        branch = _BRANCH[node.null_index][b.data[np.minimum(starts, len(b.data) - 1)]]
+        b.mark(branch != np.where(valid, 2, 1), rows, live)
         return _convert(lay.kids[0], target, b, starts + 1, rows, live & valid)
     if k == "record":
         mine = {name: i for i, (name, _) in enumerate(node.fields)}
@@ -456,14 +459,20 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def _container(reader_schema: Any, data: bytes, count: int) -> bytes:
+def _container(reader_schema: Any, data: memoryview, count: int) -> bytes:
     meta = {b"avro.schema": json.dumps(reader_schema).encode(), b"avro.codec": b"null"}
     head = bytearray(b"Obj\x01")
     head += _varint(len(meta))
     for key, value in meta.items():
         head += _varint(len(key)) + key + _varint(len(value)) + value
     head += _varint(0) + _SYNC + _varint(count) + _varint(len(data))
-    return bytes(head) + data + _SYNC
+    return b"".join((head, data, _SYNC))
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
 
 
 def _as_arrow(bodies: Sequence[bytes] | pa.Array) -> pa.LargeBinaryArray:
@@ -473,11 +482,11 @@ def _as_arrow(bodies: Sequence[bytes] | pa.Array) -> pa.LargeBinaryArray:
     return arr.cast(pa.large_binary())
 
 
-def _joined(arr: pa.LargeBinaryArray) -> tuple[bytes, np.ndarray]:
-    """The bodies back to back, and each one's length."""
+def _joined(arr: pa.LargeBinaryArray) -> tuple[memoryview, np.ndarray]:
+    """The bodies back to back (no copy: the array's own data), and each one's length."""
     offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
     data = arr.buffers()[2]
-    joined = b"" if data is None else data.to_pybytes()[offsets[0]:offsets[-1]]
+    joined = memoryview(b"" if data is None else data)[offsets[0]:offsets[-1]]
     return joined, np.diff(offsets)
 
 
@@ -577,9 +586,7 @@ class _Plan:
         if frame.height != n:
             return None
         decoded = frame.to_arrow()
-        columns = [pa.concat_arrays(decoded.column(i).chunks) if decoded.column(i).chunks
-                   else pa.array([], decoded.column(i).type)
-                   for i in range(decoded.num_columns)]
+        columns = [_one_chunk(column) for column in decoded.columns]
         record = pa.StructArray.from_arrays(columns, names=[f"f{i}" for i in
                                                             range(len(columns))])
         lay = _layout(self.node, record)
