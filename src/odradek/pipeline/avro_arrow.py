@@ -42,6 +42,7 @@ from odradek.pipeline.jsontypes import (
     INT,
     LIST,
     LONG,
+    MAP,
     STRING,
     STRUCT,
     TIMESTAMP,
@@ -133,8 +134,10 @@ def _wire(schema: Any, namespace: str, named: dict[str, Any], open_: frozenset[s
             for f in schema.get("fields", [])))
     if kind == "array":
         return _Node("array", inner=_wire(schema.get("items"), namespace, named, open_))
-    if kind == "map":
-        raise AvroUnsupported("maps do not decode here (the vectorised reader lacks them)")
+    if kind == "map":  # encoded as an array of (string key, value) pairs
+        values = _wire(schema.get("values"), namespace, named, open_)
+        return _Node("map", inner=_Node("record", fields=(("key", _Node("string")),
+                                                          ("value", values))))
     if kind == "bytes" and logical == "decimal":
         precision, scale = _decimal(schema)
         return _Node("bytes", logical, precision=precision, scale=scale)
@@ -170,7 +173,7 @@ def _reader_schema(node: _Node, counter: list[int]) -> Any:
         return {"type": "record", "name": f"r{counter[0]}", "fields": [
             {"name": f"f{i}", "type": _reader_schema(t, counter)}
             for i, (_, t) in enumerate(node.fields)]}
-    if node.kind == "array":
+    if node.kind in ("array", "map"):  # polars lacks maps: their pairs as an array
         assert node.inner is not None
         return {"type": "array", "items": _reader_schema(node.inner, counter)}
     return node.kind
@@ -200,7 +203,7 @@ def _check_target(node: _Node, target: JType, where: str) -> None:
     ok = {"boolean": (BOOLEAN,), "int": (INT, LONG, DOUBLE), "long": (LONG, DOUBLE),
           "float": (FLOAT, DOUBLE), "double": (DOUBLE,), "string": (STRING,),
           "enum": (STRING,), "bytes": (STRING,), "fixed": (STRING,), "record": (STRUCT,),
-          "array": (LIST,)}[k]
+          "array": (LIST,), "map": (MAP,)}[k]
     if node.logical == "date":
         ok = (DATE,)
     elif node.logical and "timestamp" in node.logical:
@@ -219,6 +222,9 @@ def _check_target(node: _Node, target: JType, where: str) -> None:
     elif k == "array":
         assert node.inner is not None and target.element is not None
         _check_target(node.inner, target.element, f"{where}[]")
+    elif k == "map":
+        assert node.inner is not None and target.element is not None
+        _check_target(node.inner.fields[1][1], target.element, f"{where}{{}}")
 
 
 # ---- sizes: proving the decode -------------------------------------------------------
@@ -284,7 +290,7 @@ def _layout(node: _Node, arr: pa.Array) -> _Layout:
         for kid in kids:
             sizes += kid.sizes
         return _Layout(node, arr, sizes, kids)
-    assert k == "array" and node.inner is not None
+    assert k in ("array", "map") and node.inner is not None
     kid = _layout(node.inner, arr.values)
     offsets = np.asarray(arr.offsets.to_numpy(), np.int64)
     counts = np.diff(offsets)
@@ -339,7 +345,7 @@ def _convert(lay: _Layout, target: JType, b: _Batch, starts: np.ndarray, rows: n
                             _convert(lay.kids[i], sub, b, kid_starts[i], rows, live))
         mask = pc.invert(arr.is_valid()) if arr.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(to_arrow(target)), mask=mask)
-    if k == "array":
+    if k in ("array", "map"):
         assert target.element is not None
         offsets = np.asarray(arr.offsets.to_numpy(), np.int64)
         counts = np.diff(offsets)
@@ -360,11 +366,41 @@ def _convert(lay: _Layout, target: JType, b: _Batch, starts: np.ndarray, rows: n
                     - running[offsets[:-1]]
                 item_starts = np.zeros(n_items, np.int64)
                 item_starts[idx] = first[owner] + running[idx]
-        values = _convert(kid, target.element, b, item_starts, item_rows, item_live)
         mask = pc.invert(arr.is_valid()) if arr.null_count else None
+        if k == "map":
+            pairs = JType(STRUCT, (("key", JType(STRING)), ("value", target.element)))
+            entries = _convert(kid, pairs, b, item_starts, item_rows, item_live)
+            return _map(entries, offsets, counts, to_arrow(target), mask)
+        values = _convert(kid, target.element, b, item_starts, item_rows, item_live)
         return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values,
                                         type=to_arrow(target), mask=mask)
     return _leaf(node, arr, target, b, starts, rows, live)
+
+
+def _map(entries: pa.StructArray, offsets: np.ndarray, counts: np.ndarray,
+         out: pa.DataType, mask: pa.Array | None) -> pa.MapArray:
+    """Each map's pairs in the order Spark gives a JSON object's keys: sorted (a variant
+    object keeps its keys sorted). Spark compares UTF-16 code units, Arrow UTF-8 bytes:
+    they agree unless a key holds a character from U+E000 on (UTF-8 lead byte EE and up).
+    fastavro keeps the last of a repeated key; a repeat is not reproduced here."""
+    first, end = int(offsets[0]), int(offsets[-1])
+    keys, values = entries.field(0).slice(first, end - first), entries.field(1)
+    data = keys.buffers()[2]
+    if data is not None and (np.frombuffer(data, np.uint8) >= 0xEE).any():
+        raise AvroUnsupported("a map key with a character from U+E000 on (Spark orders "
+                              "them by UTF-16)")
+    owner = pa.array(np.repeat(np.arange(len(counts)), counts))
+    order = pc.sort_indices(pa.table({"o": owner, "k": keys}),
+                            sort_keys=[("o", "ascending"), ("k", "ascending")])
+    keys = keys.take(order)
+    same = pc.and_(pc.equal(keys[1:], keys[:-1]),
+                   pc.equal(owner.take(order)[1:], owner.take(order)[:-1])) \
+        if len(keys) > 1 else pa.array([], pa.bool_())
+    if pc.any(same).as_py():
+        raise AvroUnsupported("a map with a repeated key")
+    values = values.slice(first, end - first).take(order)
+    return pa.MapArray.from_arrays(pa.array(offsets - first, pa.int32()), keys, values,
+                                   type=out, mask=mask)
 
 
 def _leaf(node: _Node, arr: pa.Array, target: JType, b: _Batch, starts: np.ndarray,

@@ -50,6 +50,10 @@ def random_record(rng: random.Random) -> dict[str, Any]:
                                        rng.randrange(0x10000, 0x10FFFF)]))
                        for _ in range(rng.randrange(6)))
 
+    def key() -> str:
+        return "".join(chr(rng.choice([rng.randrange(32, 127), rng.randrange(0x80, 0xD7FF)]))
+                       for _ in range(rng.randrange(4)))
+
     def when(scale: int) -> int:
         return rng.randrange(-62_135_596_800_000_000, 253_402_300_799_999_999) // scale
 
@@ -77,6 +81,10 @@ def random_record(rng: random.Random) -> dict[str, Any]:
         "flags": [{"on": rng.random() < 0.5, "e": rng.choice([None, "B"])}
                   for _ in range(rng.randrange(3))],
         "grid": [[double() for _ in range(rng.randrange(3))] for _ in range(rng.randrange(3))],
+        # keys below U+E000: there UTF-8 and UTF-16 orders agree (avro_arrow._map)
+        "attrs": {key(): rng.choice([None, rng.randrange(-9, 9)]) for _ in range(rng.randrange(5))},
+        "deep": rng.choice([None, {key(): [{"site": text(), "floor": None}]
+                                   for _ in range(rng.randrange(3))}]),
     }
 
 
