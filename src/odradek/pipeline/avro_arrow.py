@@ -247,6 +247,8 @@ def _zigzag(v: np.ndarray) -> np.ndarray:
 
 
 def _ints(arr: pa.Array) -> np.ndarray:
+    if arr.null_count == 0 and arr.type == pa.int64():
+        return np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr)]
     return np.asarray(pc.fill_null(arr, 0).to_numpy(zero_copy_only=False), np.int64)
 
 
@@ -255,6 +257,9 @@ def _nulls(arr: pa.Array) -> np.ndarray:
 
 
 def _lengths(arr: pa.Array) -> np.ndarray:
+    if arr.type in (pa.large_binary(), pa.large_string()):  # polars' own: offsets at hand
+        offsets = np.frombuffer(arr.buffers()[1], np.int64)
+        return np.diff(offsets[arr.offset:arr.offset + len(arr) + 1])
     return _ints(pc.binary_length(arr))
 
 
@@ -511,16 +516,21 @@ def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
     return pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
 
 
-def _as_arrow(bodies: Sequence[bytes] | pa.Array) -> pa.LargeBinaryArray:
+def _as_arrow(bodies: Sequence[bytes] | pa.Array) -> pa.Array:
+    """A binary or large binary array of the bodies (kept as it is when it is one)."""
     arr = bodies if isinstance(bodies, pa.Array) else pa.array(bodies, pa.large_binary())
     if arr.null_count:
         raise ValueError("a null body: only values are decoded here")
-    return arr.cast(pa.large_binary())
+    if arr.type not in (pa.binary(), pa.large_binary()):
+        arr = arr.cast(pa.large_binary())
+    return arr
 
 
-def _joined(arr: pa.LargeBinaryArray) -> tuple[memoryview, np.ndarray]:
+def _joined(arr: pa.Array) -> tuple[memoryview, np.ndarray]:
     """The bodies back to back (no copy: the array's own data), and each one's length."""
-    offsets = np.frombuffer(arr.buffers()[1], np.int64)[arr.offset:arr.offset + len(arr) + 1]
+    width = np.int64 if arr.type in (pa.large_binary(), pa.large_string()) else np.int32
+    offsets = np.frombuffer(arr.buffers()[1], width)[arr.offset:arr.offset + len(arr) + 1]
+    offsets = offsets.astype(np.int64)
     data = arr.buffers()[2]
     joined = memoryview(b"" if data is None else data)[offsets[0]:offsets[-1]]
     return joined, np.diff(offsets)
@@ -606,7 +616,7 @@ class _Plan:
             out = out.filter(pa.array(~drop))
         return out, dict(sorted(errors.items()))
 
-    def _block(self, bodies: pa.LargeBinaryArray
+    def _block(self, bodies: pa.Array
                ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
         import polars as pl
         from polars.exceptions import PanicException, PolarsError
