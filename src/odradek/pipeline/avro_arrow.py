@@ -60,6 +60,9 @@ from odradek.pipeline.schema_mapping import avro_names
 __all__ = ["AvroUnsupported", "decode_bodies", "plan"]
 
 _SYNC = b"odradek-avro-blk"  # any 16 bytes: the block is ours alone
+_NOT_CANONICAL = ("bodies fastavro takes are not read exactly here (a non-canonical "
+                  "encoding: an array in several blocks or with a byte count, a padded "
+                  "or over-long varint)")
 _LOGICAL = {("int", "date"), ("long", "timestamp-millis"), ("long", "timestamp-micros"),
             ("long", "local-timestamp-millis"), ("long", "local-timestamp-micros"),
             ("bytes", "decimal"), ("fixed", "decimal"), ("string", "uuid")}
@@ -284,12 +287,11 @@ class _Plan:
                 if why is not None:
                     errors[i] = why
             if not errors:
-                raise AvroUnsupported("the vectorised reader and fastavro disagree on "
-                                      "this batch (a non-canonical encoding?)")
+                raise AvroUnsupported(_NOT_CANONICAL)
             keep = [i for i in range(len(bodies)) if i not in errors]
             table = self._block(bodies.take(pa.array(keep, pa.int64())))
             if table is None:
-                raise AvroUnsupported("the vectorised reader refuses bodies fastavro takes")
+                raise AvroUnsupported(_NOT_CANONICAL)
         out, suspect, nan = table
         drop = np.zeros(len(keep), bool)
         for j in np.flatnonzero(suspect):

@@ -311,17 +311,33 @@ def _decimal_array(node: Node, arr: pa.Array, target: JType, b: Batch, rows: np.
     for j in range(16):  # byte j from the end of each value is little-endian byte j
         take = lengths > j
         out[take, j] = data[offsets[1:][take] - 1 - j]
+    # fastavro rounds an unscaled value of more digits than the writer's precision: such a
+    # row is not reproduced (nor is one past 128 bits)
+    wide = _digits_over(out, node.precision)
+    b.mark(wide, rows, live)
+    out[wide] = 0
     raw = pa.Array.from_buffers(pa.decimal128(38, node.scale), n,
                                 [arr.is_valid().buffers()[1] if arr.null_count else None,
                                  pa.py_buffer(out.tobytes())], null_count=arr.null_count)
-    # fastavro rounds a value wider than the writer's precision: not reproduced
-    limit = pa.scalar(10 ** node.precision, pa.decimal128(38, 0)).cast(
-        pa.decimal128(38, node.scale), safe=False)
-    wide = np.asarray(pc.fill_null(pc.greater_equal(pc.abs(raw), limit), False)
-                      .to_numpy(zero_copy_only=False), bool)
-    b.mark(wide, rows, live)
-    return pc.if_else(pa.array(wide), pa.scalar(None, pa.decimal128(38, node.scale)), raw
-                      ).cast(to_arrow(target))
+    return raw.cast(to_arrow(target))
+
+
+def _digits_over(le: np.ndarray, precision: int) -> np.ndarray:
+    """Which 128-bit two's complement values (rows of 16 little-endian bytes) have an
+    absolute value of 10 ** precision or more."""
+    lo = le[:, :8].copy().view(np.uint64)[:, 0]
+    hi = le[:, 8:].copy().view(np.int64)[:, 0]
+    negative = hi < 0
+    # |v| of a negative v: two's complement negation over the (hi, lo) pair
+    neg_lo = ~lo + np.uint64(1)
+    neg_hi = (~hi).view(np.uint64) + (neg_lo == 0).astype(np.uint64)
+    abs_lo = np.where(negative, neg_lo, lo)
+    abs_hi = np.where(negative, neg_hi, hi.view(np.uint64))
+    limit = 10 ** precision
+    limit_hi, limit_lo = np.uint64(limit >> 64), np.uint64(limit & (2 ** 64 - 1))
+    # -2**127 negates to itself: its hi reads as 2**63 unsigned, past any 38-digit limit
+    over: np.ndarray = (abs_hi > limit_hi) | ((abs_hi == limit_hi) & (abs_lo >= limit_lo))
+    return over
 
 
 def joined_values(arr: pa.Array) -> tuple[memoryview, np.ndarray]:
