@@ -14,6 +14,7 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pyarrow.compute
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -217,6 +218,19 @@ def test_an_int_beyond_32_bits_lands_whole_in_a_long_column() -> None:
     assert rows == [{"n": 2 ** 40}] and errors == {}
     with pytest.raises(AvroUnsupported, match="int beyond 32 bits"):
         decode(schema, [raw], JType(STRUCT, (("n", JType(INT)),)))
+
+
+def test_bodies_as_a_sliced_or_chunked_arrow_column() -> None:
+    """As the lane has them: the Kafka values with their framing cut off, in chunks."""
+    records = [{"device_id": f"d{i}", "ts": i, "place": {"site": "s", "floor": i},
+                "kind": "TEMP", "value": None, "tags": []} for i in range(7)]
+    framed = pa.array([b"\x00\x00\x00\x00\x01" + body(BENCH, r) for r in records],
+                      pa.binary())
+    bodies = pa.compute.binary_slice(framed, 5).slice(2)
+    chunked = pa.chunked_array([bodies.slice(0, 2), bodies.slice(2)])
+    for column in (bodies, chunked):
+        table, errors = decode_bodies(column, BENCH, avro_type(BENCH))
+        assert errors == {} and table.to_pylist() == records[2:]
 
 
 def test_no_bodies_give_an_empty_table() -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +57,10 @@ from odradek.pipeline.jsontypes import (
 )
 from odradek.pipeline.schema_mapping import avro_names
 
-__all__ = ["AvroUnsupported", "decode_bodies", "plan"]
+__all__ = ["AvroUnsupported", "Bodies", "decode_bodies", "plan"]
+
+# a list, or an Arrow binary column
+Bodies: TypeAlias = Sequence[bytes] | pa.Array | pa.ChunkedArray
 
 _SYNC = b"odradek-avro-blk"  # any 16 bytes: the block is ours alone
 _NOT_CANONICAL = ("bodies fastavro takes are not read exactly here (a non-canonical "
@@ -224,8 +227,10 @@ def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
     return pa.concat_arrays(column.chunks) if column.num_chunks else pa.array([], column.type)
 
 
-def _as_arrow(bodies: Sequence[bytes] | pa.Array) -> pa.Array:
+def _as_arrow(bodies: Bodies) -> pa.Array:
     """A binary or large binary array of the bodies (kept as it is when it is one)."""
+    if isinstance(bodies, pa.ChunkedArray):
+        bodies = bodies.combine_chunks()
     arr = bodies if isinstance(bodies, pa.Array) else pa.array(bodies, pa.large_binary())
     if arr.null_count:
         raise ValueError("a null body: only values are decoded here")
@@ -276,7 +281,7 @@ class _Plan:
             return f"not a record of schema {self.schema_id}: {type(e).__name__}: {e}"
         return None
 
-    def decode(self, values: Sequence[bytes] | pa.Array) -> tuple[pa.Table, dict[int, str]]:
+    def decode(self, values: Bodies) -> tuple[pa.Table, dict[int, str]]:
         bodies = _as_arrow(values)
         errors: dict[int, str] = {}
         keep = list(range(len(bodies)))
@@ -349,10 +354,10 @@ class _Plan:
                          ).empty_table()
 
 
-def decode_bodies(bodies: Sequence[bytes] | pa.Array, writer_schema: Any, target: JType, *,
+def decode_bodies(bodies: Bodies, writer_schema: Any, target: JType, *,
                   references: Sequence[Any] = (), schema_id: int | None = None
                   ) -> tuple[pa.Table, dict[int, str]]:
-    """Schemaless Avro bodies (framing stripped; a list or an Arrow binary array), all
+    """Schemaless Avro bodies (framing stripped; a list, or an Arrow binary column), all
     of `writer_schema` (parsed JSON; `references`: the parsed schemas it names), as a
     table of `target`'s columns (one row per good body, in order) and {index: reason}
     for the bodies that do not decode, in the words of registry_values.FramedDecoder (of
