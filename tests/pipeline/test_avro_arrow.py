@@ -106,6 +106,8 @@ ALL = record(
         {"name": "on", "type": "boolean"}, {"name": "e", "type": ["E", "null"]}]}}),
     ("grid", {"type": "array", "items": {"type": "array", "items": "double"}}),
     ("attrs", {"type": "map", "values": ["null", "long"]}),
+    ("tm", {"type": "int", "logicalType": "time-millis"}),
+    ("tu", ["null", {"type": "long", "logicalType": "time-micros"}]),
     ("deep", ["null", {"type": "map", "values": {"type": "array", "items": "Place"}}]),
 )
 
@@ -118,7 +120,8 @@ EDGE: dict[str, Any] = {
     "lus": dt.datetime(2024, 2, 29, 12, 0, 0, 1), "price": Decimal("-99999999.99"),
     "tiny": Decimal("0.00000001"), "id": "00000000-0000-0000-0000-000000000000",
     "place": {"site": "", "floor": None}, "maybe": None, "tags": [], "ns": [None, 0],
-    "flags": [], "grid": [[], [1e308, -1e-308]], "attrs": {}, "deep": None}
+    "flags": [], "grid": [[], [1e308, -1e-308]], "attrs": {}, "deep": None,
+    "tm": dt.time(0, 0), "tu": None}
 PLAIN: dict[str, Any] = {
     "s": "dev-1", "l": 1_700_000_000_000, "i": -7, "b": True, "f": 0.1, "d": 1 / 3,
     "nd": 2.5, "dn": 1e16, "e": "A", "ne": "B", "by": b"\x00\xfe", "fx": b"abc",
@@ -131,7 +134,8 @@ PLAIN: dict[str, Any] = {
     "tags": ["a", "b"], "ns": [1, None, -(2 ** 40)],
     "flags": [{"on": True, "e": None}, {"on": False, "e": "B"}], "grid": [[0.5]],
     "attrs": {"b": 1, "a": None, "B": -2, "é": 3, "": 0},
-    "deep": {"z": [], "y": [{"site": "lima", "floor": 1}]}}
+    "deep": {"z": [], "y": [{"site": "lima", "floor": 1}]},
+    "tm": dt.time(23, 59, 59, 999000), "tu": dt.time(1, 2, 3, 4)}
 
 
 def expected(value: dict[str, Any]) -> dict[str, Any]:
@@ -144,6 +148,8 @@ def expected(value: dict[str, Any]) -> dict[str, Any]:
     out["by"] = base64.b64encode(value["by"]).decode()
     out["fx"] = base64.b64encode(value["fx"]).decode()
     out["id"] = str(value["id"])  # fastavro gives a UUID, its JSON is str()
+    for name in ("tm", "tu"):  # a time lands as its text
+        out[name] = None if value[name] is None else value[name].isoformat()
     for name in ("lms", "lus"):
         out[name] = value[name].replace(tzinfo=UTC)  # naive: read as UTC (the session's)
     for name in ("attrs", "deep"):  # a map's keys in order, as a variant object keeps them
@@ -297,6 +303,8 @@ def test_without_an_id_the_reasons_are_the_plain_avro_decoders() -> None:
      varint(-(2 ** 62))),
     ("not a uuid", record(("u", {"type": "string", "logicalType": "uuid"})),
      varint(3) + b"xyz"),
+    ("time past the day", record(("t", {"type": "int", "logicalType": "time-millis"})),
+     varint(86_400_000)),
 ])
 def test_bodies_fastavro_refuses_are_reported_with_its_reason(label: str, schema: Any,
                                                               raw: bytes) -> None:
@@ -333,6 +341,8 @@ def test_nan_is_quarantined_as_spark_refuses_its_json() -> None:
     ("array in two blocks", record(("a", {"type": "array", "items": "long"})),
      varint(1) + varint(5) + varint(1) + varint(6) + varint(0)),
     ("padded varint", record(("n", "long")), b"\x82\x00"),
+    ("negative time", record(("t", {"type": "long", "logicalType": "time-micros"})),
+     varint(-1)),
     ("repeated map key", record(("m", {"type": "map", "values": "int"})),
      varint(2) + varint(1) + b"k" + varint(1) + varint(1) + b"k" + varint(2) + varint(0)),
     ("map key past U+E000", record(("m", {"type": "map", "values": "int"})),
@@ -355,7 +365,8 @@ def test_values_fastavro_takes_but_not_reproduced_refuse_the_batch(label: str, s
     (record(("m", {"type": "map", "values": "long"})),
      JType(STRUCT, (("m", JType(LIST, element=JType(LONG))),)), "list"),
     (record(("u", ["null", "string", "long"])), None, "union"),
-    (record(("t", {"type": "int", "logicalType": "time-millis"})), None, "time-millis"),
+    (record(("t", {"type": "fixed", "name": "T", "size": 12, "logicalType": "duration"})),
+     None, "duration"),
     (record(("t", {"type": "long", "logicalType": "timestamp-nanos"})), None,
      "timestamp-nanos"),
     (record(("p", {"type": "bytes", "logicalType": "decimal", "precision": 40,

@@ -68,7 +68,8 @@ _NOT_CANONICAL = ("bodies fastavro takes are not read exactly here (a non-canoni
                   "or over-long varint)")
 _LOGICAL = {("int", "date"), ("long", "timestamp-millis"), ("long", "timestamp-micros"),
             ("long", "local-timestamp-millis"), ("long", "local-timestamp-micros"),
-            ("bytes", "decimal"), ("fixed", "decimal"), ("string", "uuid")}
+            ("bytes", "decimal"), ("fixed", "decimal"), ("string", "uuid"),
+            ("int", "time-millis"), ("long", "time-micros")}
 
 
 def _wire(schema: Any, namespace: str, named: dict[str, Any], open_: frozenset[str]) -> Node:
@@ -176,7 +177,9 @@ def _check_target(node: Node, target: JType, where: str) -> None:
           "float": (FLOAT, DOUBLE), "double": (DOUBLE,), "string": (STRING,),
           "enum": (STRING,), "bytes": (STRING,), "fixed": (STRING,), "record": (STRUCT,),
           "array": (LIST,), "map": (MAP,)}[k]
-    if node.logical == "date":
+    if node.logical in ("time-millis", "time-micros"):
+        ok = (STRING,)  # fastavro's datetime.time, as its isoformat() text
+    elif node.logical == "date":
         ok = (DATE,)
     elif node.logical and "timestamp" in node.logical:
         ok = (TIMESTAMP,)

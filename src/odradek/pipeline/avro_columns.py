@@ -257,6 +257,8 @@ def _leaf(node: Node, arr: pa.Array, target: JType, b: Batch, starts: np.ndarray
             b.mark((v < _MIN_DAY) | (v > _MAX_DAY), rows, live)
             days = np.clip(v, _MIN_DAY, _MAX_DAY).astype(np.int32)
             return pa.array(days, pa.int32(), mask=_nulls(arr)).cast(pa.date32())
+        if logical in ("time-millis", "time-micros"):
+            return _time_text(v, logical, arr, b, rows, live)
         if logical is not None:  # a timestamp: fastavro builds a datetime of it
             lo, hi = (_MIN_US, _MAX_US) if "micros" in logical \
                 else (-(-_MIN_US // 1000), _MAX_US // 1000)
@@ -291,6 +293,28 @@ def _leaf(node: Node, arr: pa.Array, target: JType, b: Batch, starts: np.ndarray
         canonical = pc.fill_null(pc.match_substring_regex(text, _UUID), True)
         b.mark(~np.asarray(canonical.to_numpy(zero_copy_only=False), bool), rows, live)
     return text
+
+
+def _time_text(v: np.ndarray, logical: str, arr: pa.Array, b: Batch, rows: np.ndarray,
+               live: np.ndarray) -> pa.Array:
+    """The text of fastavro's datetime.time, isoformat(): HH:MM:SS, then .ffffff unless
+    the microseconds are 0. A value past the day fastavro refuses; a negative one it
+    reads as a wrapped time of its own: both rows are suspect."""
+    unit = 1000 if logical == "time-millis" else 1
+    day = 86_400_000_000 // unit
+    b.mark((v < 0) | (v >= day), rows, live)
+    hours, rest = np.divmod(np.clip(v, 0, day - 1) * unit, 3_600_000_000)
+    minutes, rest = np.divmod(rest, 60_000_000)
+    seconds, micros = np.divmod(rest, 1_000_000)
+
+    def digits(x: np.ndarray, width: int) -> pa.Array:
+        return pc.utf8_lpad(pa.array(x).cast(pa.string()), width, "0")
+
+    text = pc.binary_join_element_wise(digits(hours, 2), digits(minutes, 2),
+                                       digits(seconds, 2), ":")
+    text = pc.if_else(pa.array(micros != 0),
+                      pc.binary_join_element_wise(text, digits(micros, 6), "."), text)
+    return pc.if_else(arr.is_valid(), text, pa.scalar(None, pa.string()))
 
 
 def _decimal_array(node: Node, arr: pa.Array, target: JType, b: Batch, rows: np.ndarray,

@@ -40,6 +40,10 @@ def todays_rows(spark: SparkSession, schema: Any, bodies: list[bytes],
     return frame.toArrow().to_pylist()
 
 
+def time_of(micros: int) -> dt.time:
+    return (dt.datetime(2000, 1, 1) + dt.timedelta(microseconds=micros)).time()
+
+
 def random_record(rng: random.Random) -> dict[str, Any]:
     def double() -> float:
         while True:
@@ -87,6 +91,9 @@ def random_record(rng: random.Random) -> dict[str, Any]:
         "attrs": {key(): rng.choice([None, rng.randrange(-9, 9)]) for _ in range(rng.randrange(5))},
         "deep": rng.choice([None, {key(): [{"site": text(), "floor": None}]
                                    for _ in range(rng.randrange(3))}]),
+        "tm": time_of(rng.randrange(86_400_000) * 1000),
+        "tu": rng.choice([None, time_of(rng.randrange(86_400_000_000)),
+                          time_of(rng.randrange(86_400) * 1_000_000)]),
     }
 
 
