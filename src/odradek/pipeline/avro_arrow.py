@@ -27,8 +27,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
+import httpx
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from odradek.pipeline.avro_columns import (
     AvroUnsupported,
@@ -55,9 +57,10 @@ from odradek.pipeline.jsontypes import (
     json_error,
     to_arrow,
 )
+from odradek.pipeline.registry_values import FramedDecoder, SchemaLookupError
 from odradek.pipeline.schema_mapping import avro_names
 
-__all__ = ["AvroUnsupported", "Bodies", "decode_bodies", "plan"]
+__all__ = ["AvroUnsupported", "Bodies", "FramedAvro", "decode_bodies", "plan", "strip_framing"]
 
 # a list, or an Arrow binary column
 Bodies: TypeAlias = Sequence[bytes] | pa.Array | pa.ChunkedArray
@@ -376,3 +379,86 @@ def plan(writer_schema: Any, target: JType, *, references: Sequence[Any] = (),
     """The schema checked once (AvroUnsupported if it cannot be done here), for decoding
     many batches with `.decode(bodies)`."""
     return _Plan(writer_schema, target, references, schema_id)
+
+
+def strip_framing(values: pa.Array) -> pa.Array:
+    """The Avro bodies of framed values: each without its magic byte and schema id."""
+    # an explicit end: pyarrow 26's binary_slice without one failed with "Negative buffer
+    # resize" on some taken arrays
+    return pc.binary_slice(values, 5, 2 ** 31 - 1)
+
+
+class FramedAvro:
+    """Confluent-framed Avro values (a Kafka value column) into the table's columns, each
+    value by its schema id through `decoder`'s registry: what the lane needs around
+    decode_bodies. A null value is a row of nulls (the lake writes an empty record as
+    one); a value that is not framed, of an id the registry lacks, or that does not decode
+    gets FramedDecoder's reason. Raises AvroUnsupported when an id's schema is not Avro
+    or cannot be decoded here."""
+
+    def __init__(self, decoder: FramedDecoder, target: JType) -> None:
+        self.decoder = decoder
+        self.target = target
+        self._plans: dict[int, _Plan] = {}
+
+    def decode(self, values: Bodies) -> tuple[pa.Table, dict[int, str]]:
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        arr = values if isinstance(values, pa.Array) else pa.array(values, pa.large_binary())
+        heads = pc.binary_slice(arr, 0, 5)
+        framed = pc.and_(pc.equal(pc.binary_length(heads), 5),
+                         pc.starts_with(heads.cast(pa.large_binary()), b"\x00"))
+        errors: dict[int, str] = {}
+        parts: list[tuple[np.ndarray, pa.Table]] = []
+        nulls = np.flatnonzero(np.asarray(arr.is_null().to_numpy(zero_copy_only=False)))
+        if len(nulls):
+            parts.append((nulls, pa.table({n: pa.nulls(len(nulls), to_arrow(t))
+                                           for n, t in self.target.fields})))
+        is_framed = np.asarray(pc.fill_null(framed, False).to_numpy(zero_copy_only=False))
+        for i in np.flatnonzero(~is_framed & arr.is_valid().to_numpy(zero_copy_only=False)):
+            errors[int(i)] = "not in Confluent's wire format (no magic byte and schema id)"
+        where = np.flatnonzero(is_framed)
+        # the 5-byte heads of the framed values, back to back: the id is bytes 1 to 4
+        packed = np.frombuffer(joined_values(heads.take(where).cast(pa.large_binary()))[0],
+                               np.uint8).reshape(-1, 5)
+        ids = packed[:, 1:].copy().view(">u4")[:, 0]
+        for schema_id in np.unique(ids):
+            rows = where[ids == schema_id]
+            why, decoded = self._group(int(schema_id), arr.take(rows))
+            if why is not None:
+                errors.update((int(i), why) for i in rows)
+                continue
+            assert decoded is not None
+            table, bad = decoded
+            errors.update((int(rows[j]), reason) for j, reason in bad.items())
+            parts.append((np.delete(rows, list(bad)), table))
+        if not parts:
+            return self.target_empty(), errors
+        order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
+        table = pa.concat_tables([p[1] for p in parts]).take(pa.array(order))
+        return table, dict(sorted(errors.items()))
+
+    def _group(self, schema_id: int, values: pa.Array
+               ) -> tuple[str | None, tuple[pa.Table, dict[int, str]] | None]:
+        """One id's values decoded, or the reason FramedDecoder gives for all of them."""
+        if schema_id not in self._plans:
+            try:  # the decoder's own lookup, for its words when the id is not usable
+                self.decoder._reader(schema_id)
+            except SchemaLookupError:
+                return f"schema id {schema_id} is not in the registry", None
+            except (httpx.HTTPError, ValueError) as e:
+                return f"schema id {schema_id}: cannot use its schema: {e}", None
+            found = self.decoder._get(f"/schemas/ids/{schema_id}")
+            if found.get("schemaType", "AVRO") != "AVRO":
+                raise AvroUnsupported(f"schema id {schema_id} is {found['schemaType']}, "
+                                      "not Avro")
+            refs: dict[str, Any] = {}
+            self.decoder._references(found.get("references") or [], None, refs)
+            self._plans[schema_id] = _Plan(
+                json.loads(found["schema"]), self.target,
+                [json.loads(r["schema"]) for r in refs.values()], schema_id)
+        return None, self._plans[schema_id].decode(strip_framing(values))
+
+    def target_empty(self) -> pa.Table:
+        return pa.schema([pa.field(n, to_arrow(t)) for n, t in self.target.fields]
+                         ).empty_table()

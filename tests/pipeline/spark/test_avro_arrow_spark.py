@@ -13,6 +13,7 @@ import uuid
 from decimal import Decimal
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from odradek.pipeline.avro_arrow import decode_bodies
@@ -21,6 +22,7 @@ from odradek.pipeline.registry_values import FramedDecoder
 from odradek.pipeline.schema_mapping import avro_type
 from odradek.pipeline.schema_merge import expected_plan, load_expressions, plan_merge
 from tests.pipeline.test_avro_arrow import ALL, EDGE, PLAIN, body
+from tests.registry.conftest import RegistryProcess
 
 UTC = dt.UTC
 
@@ -137,3 +139,46 @@ def test_a_wider_table_lands_as_todays_path_lands_it(spark: SparkSession) -> Non
     mine, today = fast.to_pylist(), todays_rows(spark, schema, bodies, table)
     assert mine == today
     assert repr(mine) == repr(today)
+
+
+def test_framed_values_by_schema_id_through_the_registry(registry: RegistryProcess) -> None:
+    """A Kafka value column as the lane has it: two versions of a schema, a null value,
+    values that are not framed, of an unknown id, or garbled — rows where
+    FramedDecoder's JSON has them (the fields a version lacks null), its reasons for the
+    rest, in order."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from bench.registry_lake import SCHEMA as V1
+    from odradek.pipeline.avro_arrow import FramedAvro
+
+    v2 = {**V1, "fields": [*V1["fields"], {"name": "battery", "type": ["null", "int"],
+                                           "default": None}]}
+    client = SchemaRegistryClient({"url": registry.url})
+    ctx = SerializationContext("framed-test", MessageField.VALUE)
+    first, second = AvroSerializer(client, json.dumps(V1)), AvroSerializer(client, json.dumps(v2))
+    event = {"device_id": "d", "ts": 1, "place": {"site": "s", "floor": 2}, "kind": "HUM",
+             "value": 0.5, "tags": ["x"]}
+    one = first({**event, "device_id": "one"}, ctx) or b""
+    two = second({**event, "device_id": "two", "battery": 7}, ctx) or b""
+    values = [one, None, two, b"plain", b"\x00" + (4242).to_bytes(4, "big") + one[5:],
+              one[:5] + b"\xff", first({**event, "device_id": "three"}, ctx), two[:-1]]
+    decoder = FramedDecoder(registry.url)
+    ids = [int.from_bytes(v[1:5], "big") for v in (one, two)]
+    target = decoder.declared_type(ids)
+    assert target is not None
+    table, errors = FramedAvro(decoder, target).decode(pa.array(values, pa.binary()))
+
+    want_rows, want_errors = [], {}
+    for i, value in enumerate(values):
+        text, why = decoder.decode(value)
+        if why is not None:
+            want_errors[i] = why
+        elif text is None:
+            want_rows.append(dict.fromkeys(target.names()))
+        else:
+            want_rows.append({**dict.fromkeys(target.names()), **json.loads(text)})
+    assert errors == want_errors
+    assert table.to_pylist() == want_rows
+    assert [r["device_id"] for r in want_rows] == ["one", None, "two", "three"]
