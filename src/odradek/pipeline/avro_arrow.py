@@ -434,6 +434,8 @@ class FramedAvro:
             parts.append((np.delete(rows, list(bad)), table))
         if not parts:
             return self.target_empty(), errors
+        if len(parts) == 1:  # one id and no null value: the rows are in order already
+            return parts[0][1], dict(sorted(errors.items()))
         order = np.argsort(np.concatenate([p[0] for p in parts]), kind="stable")
         table = pa.concat_tables([p[1] for p in parts]).take(pa.array(order))
         return table, dict(sorted(errors.items()))
