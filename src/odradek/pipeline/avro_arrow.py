@@ -18,6 +18,16 @@ bytes than its canonical encoding) means every body was read from its own first 
 its last with canonical varints; then the bytes the values do not show (union indexes,
 booleans) are checked in place. A row that fails a check, or holds a value fastavro would
 refuse (a date past year 9999), is decoded alone with fastavro for its reason.
+
+Entry points: `decode_bodies` (one writer schema's bodies), `plan` (the same, the schema
+checked once for many batches), `FramedAvro` (a Kafka value column of framed values, by
+schema id through FramedDecoder's registry). Refused, with AvroUnsupported: unions of
+several non-null types, recursive types, null fields, decimals past 38 digits, the
+logical types duration, timestamp-nanos and any unknown one, casts into a column of
+another kind (a number into a string column), non-canonical encodings, and values
+rendered otherwise by fastavro's JSON (an upper-case uuid, a decimal wider than its
+precision, an int beyond 32 bits for an int column, a map with a repeated key or a key
+from U+E000 on).
 """
 
 from __future__ import annotations
@@ -60,7 +70,8 @@ from odradek.pipeline.jsontypes import (
 from odradek.pipeline.registry_values import FramedDecoder, SchemaLookupError
 from odradek.pipeline.schema_mapping import avro_names
 
-__all__ = ["AvroUnsupported", "Bodies", "FramedAvro", "decode_bodies", "plan", "strip_framing"]
+__all__ = ["AvroPlan", "AvroUnsupported", "Bodies", "FramedAvro", "decode_bodies", "plan",
+           "strip_framing"]
 
 # a list, or an Arrow binary column
 Bodies: TypeAlias = Sequence[bytes] | pa.Array | pa.ChunkedArray
@@ -245,7 +256,7 @@ def _as_arrow(bodies: Bodies) -> pa.Array:
     return arr
 
 
-class _Plan:
+class AvroPlan:
     """A writer schema checked against a target, ready to decode batches."""
 
     def __init__(self, writer_schema: Any, target: JType, references: Sequence[Any],
@@ -371,14 +382,14 @@ def decode_bodies(bodies: Bodies, writer_schema: Any, target: JType, *,
     AvroUnsupported when the result would not be exactly what today's path lands.
 
     A lane decoding many batches of one schema keeps `plan(...)` and calls its decode."""
-    return _Plan(writer_schema, target, references, schema_id).decode(bodies)
+    return AvroPlan(writer_schema, target, references, schema_id).decode(bodies)
 
 
 def plan(writer_schema: Any, target: JType, *, references: Sequence[Any] = (),
-         schema_id: int | None = None) -> _Plan:
+         schema_id: int | None = None) -> AvroPlan:
     """The schema checked once (AvroUnsupported if it cannot be done here), for decoding
     many batches with `.decode(bodies)`."""
-    return _Plan(writer_schema, target, references, schema_id)
+    return AvroPlan(writer_schema, target, references, schema_id)
 
 
 def strip_framing(values: pa.Array) -> pa.Array:
@@ -399,7 +410,7 @@ class FramedAvro:
     def __init__(self, decoder: FramedDecoder, target: JType) -> None:
         self.decoder = decoder
         self.target = target
-        self._plans: dict[int, _Plan] = {}
+        self._plans: dict[int, AvroPlan] = {}
 
     def decode(self, values: Bodies) -> tuple[pa.Table, dict[int, str]]:
         if isinstance(values, pa.ChunkedArray):
@@ -456,7 +467,7 @@ class FramedAvro:
                                       "not Avro")
             refs: dict[str, Any] = {}
             self.decoder._references(found.get("references") or [], None, refs)
-            self._plans[schema_id] = _Plan(
+            self._plans[schema_id] = AvroPlan(
                 json.loads(found["schema"]), self.target,
                 [json.loads(r["schema"]) for r in refs.values()], schema_id)
         return None, self._plans[schema_id].decode(strip_framing(values))
