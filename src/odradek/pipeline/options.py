@@ -103,8 +103,11 @@ class SourceOptions:
             "enable.auto.offset.store": False,
             "auto.offset.reset": "error",
             "enable.partition.eof": True,
-            # librdkafka's defaults stall a reader for up to a second between fetches.
-            "fetch.queue.backoff.ms": 0,
+            # librdkafka's defaults stall a reader for up to a second between fetches once
+            # its queue is full. Not 0: then the fetch thread spins while the queue is full
+            # (measured: 1.2-1.5 µs of CPU a record against 0.37 at 1-20 ms, and the spin
+            # slows the task's own thread too). 500 k records queued outlast 5 ms at any rate.
+            "fetch.queue.backoff.ms": 5,
             "queued.min.messages": 500_000,
             "fetch.wait.max.ms": 100,
             "max.partition.fetch.bytes": 8 * 1024 * 1024,
