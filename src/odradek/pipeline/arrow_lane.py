@@ -48,6 +48,8 @@ from odradek.pipeline.jsontypes import (
     JType,
     to_arrow,
 )
+from odradek.pipeline.options import SourceOptions
+from odradek.pipeline.range_reader import read_ranges
 
 # What a task answers with, one row per file, bad record, partition end or fallback.
 OUT_SCHEMA = ("kind string, path string, rows long, arrow_schema binary, topic string, "
@@ -443,3 +445,10 @@ def conform(uri: str, schema: pa.Schema, table_t: JType) -> str:
         pq.write_table(cast, sink, compression="snappy")
     fs.delete_file(path)
     return uri[:-len(".parquet")] + "-conformed.parquet"
+
+
+def run_ranges(spec: LaneSpec, options: SourceOptions,
+               batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """`run_task` over the records of the offset ranges it is given (the source's
+    `rangesOnly` rows), read here: the records never pass through the JVM."""
+    return run_task(spec, read_ranges(options, batches))

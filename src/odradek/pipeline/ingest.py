@@ -116,7 +116,10 @@ def start_ingest(spark: SparkSession, job: IngestJob,
         from odradek.pipeline.registry_values import FramedDecoder
 
         avro = FramedDecoder(job.schema_registry)
-    writer = LakeWriter(job.lake, job.table, job.checkpoint, on_batch=on_batch, avro=avro)
+    # The batches hold offset ranges; the writer's tasks read the records themselves.
+    options["rangesOnly"] = "true"
+    writer = LakeWriter(job.lake, job.table, job.checkpoint, on_batch=on_batch, avro=avro,
+                        source=parse_options(options, streaming=True))
     stream = spark.readStream.format("odradek").options(**options).load()
     query = (stream.writeStream.foreachBatch(writer)
              .option("checkpointLocation", str(job.checkpoint))

@@ -49,6 +49,7 @@ from odradek.pipeline.arrow_lane import (
     batch_type,
     conform,
     lane_type,
+    run_ranges,
     run_task,
 )
 from odradek.pipeline.avro_values import ValueDecoder
@@ -82,6 +83,12 @@ from odradek.pipeline.lake_catalog import (
     with_retry,
 )
 from odradek.pipeline.offsets import offsets_to_json
+from odradek.pipeline.options import SourceOptions
+from odradek.pipeline.range_reader import (
+    SPARK_SCHEMA,
+    SPARK_SCHEMA_WITH_HEADERS,
+    read_ranges,
+)
 from odradek.pipeline.schema_merge import (
     Conflict,
     MergePlan,
@@ -208,8 +215,11 @@ class LakeWriter:
     def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
                  query_id: str | None = None,
                  on_batch: Callable[[BatchResult], None] | None = None,
-                 avro: ValueDecoder | None = None) -> None:
+                 avro: ValueDecoder | None = None,
+                 source: SourceOptions | None = None) -> None:
         self.config = config
+        # How to read the records when the batch holds offset ranges (`rangesOnly`).
+        self.source = source
         self.table_name = table if "." in table else f"default.{table}"
         self.checkpoint = checkpoint
         self._query_id = query_id
@@ -263,11 +273,12 @@ class LakeWriter:
             clock = now
 
         current = _data_type(table)
+        ranges = "startOffset" in df.columns
         if self.arrow_lane and self.avro is None and lane_type(current):
             landed = self._lane(df, table, current, batch_id, query_id, result, lap)
             if landed is not None:
                 return landed
-        parsed = self._parse(df)
+        parsed = self._parse(self._records(df) if ranges else df)
         if (self.one_pass and current.fields
                 and getattr(self.avro, "declared_type", None) is None):
             return self._one_pass(parsed, table, current, batch_id, query_id, result, lap)
@@ -305,8 +316,13 @@ class LakeWriter:
         _remove(base)  # an earlier attempt's files
         spec = LaneSpec(base, current, max(int(self.quarantine_collect_rows), 0),
                         int(self.quarantine_collect_bytes))
-        answers = (df.select(*INPUT_COLUMNS)
-                   .mapInArrow(functools.partial(run_task, spec), OUT_SCHEMA).collect())
+        if "startOffset" in df.columns:  # offset ranges: the tasks read the records
+            tasks = df.mapInArrow(functools.partial(run_ranges, spec, self._source()),
+                                  OUT_SCHEMA)
+        else:
+            tasks = df.select(*INPUT_COLUMNS).mapInArrow(functools.partial(run_task, spec),
+                                                         OUT_SCHEMA)
+        answers = tasks.collect()
         lap("lane")
         reasons = [a["error"] for a in answers if a["kind"] == "fallback"]
         files = [a for a in answers if a["kind"] == "file"]
@@ -343,6 +359,18 @@ class LakeWriter:
         self._last_plan = plan
         result.rows, result.files = good, len(paths)
         return result
+
+    def _source(self) -> SourceOptions:
+        if self.source is None:
+            raise ValueError("a batch of offset ranges needs the source's options")
+        return self.source
+
+    def _records(self, ranges: DataFrame) -> DataFrame:
+        """The records of a batch of offset ranges, read in its tasks, as the source
+        would have given them (for the Spark path)."""
+        source = self._source()
+        schema = SPARK_SCHEMA_WITH_HEADERS if source.include_headers else SPARK_SCHEMA
+        return ranges.mapInArrow(functools.partial(read_ranges, source), schema)
 
     def _one_pass(self, parsed: DataFrame, table: Table, current: JType, batch_id: int,
                   query_id: str, result: BatchResult, lap: Callable[[str], None]) -> BatchResult:

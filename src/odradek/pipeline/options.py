@@ -75,6 +75,9 @@ class SourceOptions:
     # Options passed through to every consumer (the `kafka.` prefix stripped).
     kafka_params: Mapping[str, str] = field(default_factory=dict)
     arrow: bool = True
+    # One row per offset range instead of the records: for a job whose tasks read the
+    # records themselves (the lake's Arrow lane), sparing their trip through the JVM.
+    ranges_only: bool = False
     poll_timeout_s: float = 120.0
     # Deadline of the driver's metadata and offset requests (Kafka's default.api.timeout.ms).
     api_timeout_s: float = 30.0
@@ -227,6 +230,7 @@ def parse_options(raw: Mapping[str, str], streaming: bool) -> SourceOptions:
         "startingOffsetsByTimestampStrategy", "maxOffsetsPerTrigger", "minPartitions",
         "failOnDataLoss", "includeHeaders", "groupIdPrefix", "kafka.group.id",
         "commitOffsetsToGroup", "arrow", "pollTimeoutMs", "kafka.default.api.timeout.ms",
+        "rangesOnly",
     ) if (value := get(name)) is not None}
 
     bootstrap = canon.get("kafka.bootstrap.servers")
@@ -307,6 +311,7 @@ def parse_options(raw: Mapping[str, str], streaming: bool) -> SourceOptions:
         commit_to_group=_bool(canon, "commitOffsetsToGroup", True),
         kafka_params=kafka_params,
         arrow=_bool(canon, "arrow", True),
+        ranges_only=_bool(canon, "rangesOnly", False),
         poll_timeout_s=(poll_ms / 1000.0) if poll_ms else 120.0,
         api_timeout_s=(api_ms / 1000.0) if api_ms else 30.0,
     )

@@ -6,6 +6,7 @@ only through a few list comprehensions and hands whole columns to Arrow.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gc
 import logging
@@ -33,6 +34,8 @@ _UTC = dt.UTC
 SPARK_SCHEMA = ("key binary, value binary, topic string, partition int, offset long, "
                 "timestamp timestamp, timestampType int")
 SPARK_SCHEMA_WITH_HEADERS = SPARK_SCHEMA + ", headers array<struct<key:string,value:binary>>"
+# The source's rows with `rangesOnly`: what each task of the batch is to read.
+RANGES_SCHEMA = "topic string, partition int, startOffset long, endOffset long"
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -209,3 +212,22 @@ class RangeReader:
             if gc_was_on:
                 gc.enable()
             consumer.close()
+
+
+def ranges_in(batches: Iterator[pa.RecordBatch]) -> Iterator[OffsetRange]:
+    """The offset ranges in Arrow batches of RANGES_SCHEMA rows."""
+    for batch in batches:
+        for row in batch.to_pylist():
+            yield OffsetRange(row["topic"], row["partition"], row["startOffset"],
+                              row["endOffset"])
+
+
+def read_ranges(options: SourceOptions,
+                batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A `mapInArrow` function: the records of the ranges it is given (RANGES_SCHEMA), as
+    the source reads them (SPARK_SCHEMA, with headers if the options ask)."""
+    records = dataclasses.replace(options, arrow=True, ranges_only=False)
+    for rng in ranges_in(batches):
+        for batch in RangeReader(records, rng).batches():
+            assert isinstance(batch, pa.RecordBatch)
+            yield batch

@@ -50,9 +50,20 @@ from odradek.pipeline.options import (
     SourceOptions,
     parse_options,
 )
-from odradek.pipeline.range_reader import SPARK_SCHEMA, SPARK_SCHEMA_WITH_HEADERS, RangeReader
+from odradek.pipeline.range_reader import (
+    RANGES_SCHEMA,
+    SPARK_SCHEMA,
+    SPARK_SCHEMA_WITH_HEADERS,
+    RangeReader,
+)
 
 log = logging.getLogger(__name__)
+
+
+def _read(options: SourceOptions, rng: OffsetRange) -> Iterator[Any]:
+    if options.ranges_only:
+        return iter([(rng.topic, rng.partition, rng.start, rng.end)])
+    return RangeReader(options, rng).batches()
 
 
 class RangePartition(InputPartition):
@@ -130,7 +141,7 @@ class OdradekBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        return RangeReader(self.options, partition.range).batches()
+        return _read(self.options, partition.range)
 
 
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -216,7 +227,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, RangePartition)
-        return RangeReader(self.options, partition.range).batches()
+        return _read(self.options, partition.range)
 
     def commit(self, end: dict[str, Any]) -> None:
         self.view.commit_to_group(offsets_from_json(end))
@@ -235,7 +246,10 @@ class OdradekDataSource(DataSource):
         return "odradek"
 
     def schema(self) -> str:
-        include = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        lowered = {k.lower(): str(v).lower() for k, v in self.options.items()}
+        if lowered.get("rangesonly") == "true":
+            return RANGES_SCHEMA
+        include = lowered.get("includeheaders") == "true"
         return SPARK_SCHEMA_WITH_HEADERS if include else SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -82,6 +82,37 @@ def test_offsets_json_with_earliest_latest_and_min_partitions(
     assert {r.partition for r in assigned.collect()} == {1}
 
 
+def test_ranges_only_gives_each_tasks_offset_range_and_read_ranges_its_records(
+        spark: SparkSession, bootstrap: str) -> None:
+    from functools import partial
+
+    from odradek.pipeline.options import parse_options
+    from odradek.pipeline.range_reader import SPARK_SCHEMA_WITH_HEADERS, read_ranges
+
+    name = create_topic(bootstrap, topic(), partitions=2)
+    for p in (0, 1):
+        produce(bootstrap, name, [{"value": f"p{p}-{i}".encode(), "partition": p,
+                                   "headers": [("h", b"%d" % i)]} for i in range(10)])
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": name,
+               "startingOffsets": json.dumps({name: {"0": 3, "1": 0}}),
+               "includeHeaders": "true", "rangesOnly": "true", "minPartitions": "3"}
+    ranges = spark.read.format("odradek").options(**options).load()
+    assert [f.name for f in ranges.schema.fields] == [
+        "topic", "partition", "startOffset", "endOffset"]
+    got = rows(ranges, "partition", "startOffset", "endOffset")
+    assert got[0] == (0, 3, 10) and sorted({r[0] for r in got}) == [0, 1]
+    assert sum(e - s for _, s, e in got) == 17  # split for minPartitions, nothing twice
+    # the ranges' records, read in the tasks, are the records the source gives
+    records = ranges.mapInArrow(partial(read_ranges, parse_options(options, streaming=False)),
+                                SPARK_SCHEMA_WITH_HEADERS)
+    plain = read(spark, bootstrap, subscribe=name, includeHeaders="true",
+                 startingOffsets=json.dumps({name: {"0": 3, "1": 0}}))
+    assert rows(records, "partition", "offset", "value", "timestamp") == rows(
+        plain, "partition", "offset", "value", "timestamp")
+    assert {tuple(h) for r in records.collect() for h in r.headers} == {
+        tuple(h) for r in plain.collect() for h in r.headers}
+
+
 def test_starting_and_ending_by_timestamp(spark: SparkSession, bootstrap: str) -> None:
     name = create_topic(bootstrap, topic(), partitions=1)
     produce(bootstrap, name, [{"value": str(i).encode(), "timestamp": 1_000 * (i + 1)}
