@@ -81,7 +81,9 @@ from odradek.pipeline.lake_catalog import (
     quarantine_identifier,
     with_retry,
 )
+from odradek.pipeline.lane_avro import exact_cast, lane_ids, registry_plan
 from odradek.pipeline.offsets import offsets_to_json
+from odradek.pipeline.registry_values import FramedDecoder
 from odradek.pipeline.schema_merge import (
     Conflict,
     MergePlan,
@@ -263,7 +265,8 @@ class LakeWriter:
             clock = now
 
         current = _data_type(table)
-        if self.arrow_lane and self.avro is None and lane_type(current):
+        registry = isinstance(self.avro, FramedDecoder)
+        if self.arrow_lane and (registry or (self.avro is None and lane_type(current))):
             landed = self._lane(df, table, current, batch_id, query_id, result, lap)
             if landed is not None:
                 return landed
@@ -303,8 +306,9 @@ class LakeWriter:
         was committed, and its files are gone)."""
         base = self._data_path(table, query_id, batch_id)
         _remove(base)  # an earlier attempt's files
+        registry = self.avro if isinstance(self.avro, FramedDecoder) else None
         spec = LaneSpec(base, current, max(int(self.quarantine_collect_rows), 0),
-                        int(self.quarantine_collect_bytes))
+                        int(self.quarantine_collect_bytes), avro=registry)
         answers = (df.select(*INPUT_COLUMNS)
                    .mapInArrow(functools.partial(run_task, spec), OUT_SCHEMA).collect())
         lap("lane")
@@ -316,11 +320,14 @@ class LakeWriter:
         if not reasons:
             schemas = [pa.ipc.read_schema(pa.py_buffer(a["arrow_schema"])) for a in files]
             try:
-                plan = plan_merge(current, batch_type(schemas, current))
+                plan = (plan_merge(current, batch_type(schemas, current)) if registry is None
+                        else registry_plan(registry, current, lane_ids(answers)))
             except Fallback as e:
                 reasons.append(str(e))
             if plan is not None and plan.conflicts:
                 reasons.append(f"a conflict on {plan.conflicts[0].column}")
+            if plan is not None and registry is not None:
+                reasons += self._narrower(schemas, plan)
         if reasons or plan is None:
             _remove(base)
             log.info("batch %d of %s takes the Spark path: %s", batch_id, self.table_name,
@@ -343,6 +350,19 @@ class LakeWriter:
         self._last_plan = plan
         result.rows, result.files = good, len(paths)
         return result
+
+    @staticmethod
+    def _narrower(schemas: list[pa.Schema], plan: MergePlan) -> list[str]:
+        """Why a registry lane file's columns cannot be cast into the plan's exactly
+        (they are narrower where another task decoded a newer schema version)."""
+        for schema in schemas:
+            for f in schema:
+                if f.name in META_COLUMNS:
+                    continue
+                t = plan.table.field(f.name)
+                if t is None or not exact_cast(f.type, to_arrow(t)):
+                    return [f"{f.name}: a {f.type} column is not cast into the plan's"]
+        return []
 
     def _one_pass(self, parsed: DataFrame, table: Table, current: JType, batch_id: int,
                   query_id: str, result: BatchResult, lap: Callable[[str], None]) -> BatchResult:
