@@ -328,6 +328,14 @@ class LakeWriter:
                 reasons.append(f"a conflict on {plan.conflicts[0].column}")
             if plan is not None and registry is not None:
                 reasons += self._narrower(schemas, plan)
+        paths: list[str] = []
+        if not reasons and plan is not None:
+            try:
+                paths = [conform(a["path"], s, plan.table)
+                         for a, s in zip(files, schemas, strict=True)]
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                # a safe cast refuses an integer a float column does not hold exactly
+                reasons.append(f"a lane file is not cast exactly into the plan's: {e}")
         if reasons or plan is None:
             _remove(base)
             log.info("batch %d of %s takes the Spark path: %s", batch_id, self.table_name,
@@ -336,8 +344,6 @@ class LakeWriter:
         if good + len(bad) == 0:
             _remove(base)
             return result
-        paths = [conform(a["path"], s, plan.table)
-                 for a, s in zip(files, schemas, strict=True)]
         end_offsets = (checkpoint_offsets(self.checkpoint, batch_id)
                        if self.checkpoint is not None else None)
         if end_offsets is None:
