@@ -20,6 +20,7 @@ batch, and the medians per path at the end.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import shutil
 import signal
@@ -124,8 +125,13 @@ def main() -> None:
                     steady = sum(r.rows + r.quarantined for _, _, r in done[1:])
                     rate = steady / (done[-1][0] - done[0][0])
                     cpu = (done[-1][1] - done[0][1]) / steady * 100_000
+                    gaps = [b[0] - a[0] for a, b in itertools.pairwise(done)]
+                    laps = {k: statistics.median(r.timings.get(k, 0.0) for _, _, r in done[1:])
+                            for k in ("lane", "infer", "write", "commit")}
                     line += f", {rate:10,.0f} rows/s after the first batch, Spark CPU " \
-                            f"{cpu:.2f}s/100k rows"
+                            f"{cpu:.2f}s/100k rows; per batch after the first: " \
+                            f"{statistics.median(gaps):.2f}s, laps " + \
+                            " ".join(f"{k} {v:.2f}s" for k, v in laps.items() if v)
                     results.setdefault(name, []).append((landed / total, rate, cpu))
                 print(line, flush=True)
             LakeWriter.arrow_lane = True

@@ -421,6 +421,14 @@ def schema_ids(values: pa.Array) -> np.ndarray:
     return out
 
 
+def distinct(ids: np.ndarray) -> list[int]:
+    """The distinct ids, sorted (a batch of one id, the common case, without a sort)."""
+    if len(ids) == 0:
+        return []
+    low, high = int(ids.min()), int(ids.max())
+    return [low] if low == high else [int(i) for i in np.unique(ids)]
+
+
 class FramedAvro:
     """Confluent-framed Avro values (a Kafka value column) into the table's columns, each
     value by its schema id through `decoder`'s registry: what the lane needs around
@@ -434,7 +442,9 @@ class FramedAvro:
         self.target = target
         self._plans: dict[int, AvroPlan] = {}
 
-    def decode(self, values: Bodies) -> tuple[pa.Table, dict[int, str]]:
+    def decode(self, values: Bodies, ids: np.ndarray | None = None
+               ) -> tuple[pa.Table, dict[int, str]]:
+        """`ids`: schema_ids(values), when the caller has them already."""
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         arr = values if isinstance(values, pa.Array) else pa.array(values, pa.large_binary())
@@ -444,14 +454,16 @@ class FramedAvro:
         if len(nulls):
             parts.append((nulls, pa.table({n: pa.nulls(len(nulls), to_arrow(t))
                                            for n, t in self.target.fields})))
-        every = schema_ids(arr)
+        every = schema_ids(arr) if ids is None else ids
         for i in np.flatnonzero(every == NOT_FRAMED):
             errors[int(i)] = NOT_FRAMED_REASON
         where = np.flatnonzero(every >= 0)
-        ids = every[where]
-        for schema_id in np.unique(ids):
-            rows = where[ids == schema_id]
-            why, decoded = self._group(int(schema_id), arr.take(rows))
+        framed_ids = every[where]
+        seen = distinct(framed_ids)
+        for schema_id in seen:
+            rows = where if len(seen) == 1 else where[framed_ids == schema_id]
+            why, decoded = self._group(schema_id, arr if len(rows) == len(arr)
+                                       else arr.take(rows))
             if why is not None:
                 errors.update((int(i), why) for i in rows)
                 continue

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from odradek.pipeline.arrow_lane import Fallback, _Task
-from odradek.pipeline.avro_arrow import AvroUnsupported, FramedAvro, schema_ids
+from odradek.pipeline.avro_arrow import AvroUnsupported, FramedAvro, distinct, schema_ids
 from odradek.pipeline.jsontypes import STRUCT, JType
 from odradek.pipeline.registry_values import FramedDecoder
 from odradek.pipeline.schema_merge import MergePlan, plan_merge
@@ -54,18 +54,18 @@ class RegistryTask(_Task):
         self._note_ends(batch)
         values = batch.column("value").combine_chunks()
         ids = schema_ids(values)
-        seen = {int(i) for i in np.unique(ids[ids >= 0])}
+        seen = set(distinct(ids[ids >= 0]))
         target = self._target(seen | self.good_ids)
-        data, errors = self._decode(values, target)
+        data, errors = self._decode(values, ids, target)
         keep = np.ones(len(values), bool)
         keep[list(errors)] = False
-        good = {int(i) for i in np.unique(ids[keep & (ids >= 0)])} | self.good_ids
+        good = set(distinct(ids[keep & (ids >= 0)])) | self.good_ids
         if good != seen | self.good_ids:
             # an id whose every value here was bad: the batch's plan leaves it out (the
             # Spark path declares the ids of good values), so this file must too
             narrower = self._target(good)
             if narrower != target:
-                data, errors = self._decode(values, narrower)
+                data, errors = self._decode(values, ids, narrower)
         self.good_ids = good
         for i, why in errors.items():
             self._quarantine(batch, i, values[i].as_py())
@@ -102,12 +102,13 @@ class RegistryTask(_Task):
         if declared is None or declared.kind != STRUCT:
             raise Fallback(f"schema id {schema_id} has no declared columns")
 
-    def _decode(self, values: pa.Array, target: JType) -> tuple[pa.Table, dict[int, str]]:
+    def _decode(self, values: pa.Array, ids: np.ndarray, target: JType
+                ) -> tuple[pa.Table, dict[int, str]]:
         framed = self._framed.get(target)
         if framed is None:
             framed = self._framed[target] = FramedAvro(self.decoder, target)
         try:
-            return framed.decode(values)
+            return framed.decode(values, ids)
         except AvroUnsupported as e:
             raise Fallback(f"Avro: {e}") from None
 
