@@ -151,3 +151,12 @@ def test_a_field_of_only_empty_values_gets_no_column(tmp_path: Path) -> None:
     answers = run(tmp_path, [records([b'{"a":{},"b":[],"c":null,"d":[[]],"e":1}'])])
     assert written(answers).column_names[5:] == ["e"]
     assert json.loads(json.dumps([a["kind"] for a in answers])) == ["file", "end"]
+
+
+def test_a_sliced_batch_is_read_from_its_own_values(tmp_path: Path) -> None:
+    # Arrow batches may be views into larger buffers: the framing check and the reader
+    # must look at the view's values only
+    batch = records([b'x', b'{"a":1}', b'{"a":2', b'{"a":3}', b'y']).slice(1, 3)
+    answers = run(tmp_path, [batch])
+    assert written(answers)["a"].to_pylist() == [1, 3]
+    assert [a["raw"] for a in answers if a["kind"] == "bad"] == [b'{"a":2']

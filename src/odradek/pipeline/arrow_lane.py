@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
@@ -54,7 +55,6 @@ OUT_SCHEMA = ("kind string, path string, rows long, arrow_schema binary, topic s
 INPUT_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp")
 LANE_KINDS = (LONG, DOUBLE, BOOLEAN, STRING, STRUCT, LIST)
 _ROW = re.compile(r" in row (\d+)$")
-_OPEN, _CLOSE = pa.scalar(b"{", pa.binary()), pa.scalar(b"}", pa.binary())
 _DAY_US = 86_400_000_000
 META = ("_topic", "_partition", "_offset", "_timestamp", "_key")
 
@@ -188,9 +188,7 @@ class _Task:
             self.ends[(topic, partition)] = max(self.ends.get((topic, partition), -1), last)
         values = batch.column("value").combine_chunks()
         filled = pc.fill_null(values, b"{}")  # a tombstone lands as a row of nulls
-        framed = pc.and_(pc.equal(pc.binary_slice(filled, 0, 1), _OPEN),
-                         pc.equal(pc.binary_slice(filled, -1), _CLOSE))
-        keep = framed.to_numpy(zero_copy_only=False).copy()
+        keep = _framed(filled)
         for i in (~keep).nonzero()[0]:
             self._suspect(batch, int(i), filled[int(i)].as_py())
         rows = pc.filter(batch, pa.array(keep)) if not keep.all() else batch
@@ -323,6 +321,24 @@ class _Task:
         for w in self.done:
             with contextlib.suppress(OSError):
                 self.fs.delete_file(w.path)
+
+
+def _framed(values: pa.Array) -> np.ndarray:
+    """Per value (none null): does it start with `{` and end with `}`? Read off the
+    array's buffers (pyarrow's binary_slice from the end failed on some arrays)."""
+    width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
+    offsets: np.ndarray[Any, np.dtype[np.int64]] = np.frombuffer(
+        values.buffers()[1], dtype=width)[values.offset:values.offset + len(values) + 1].astype(
+        np.int64)
+    starts, ends = offsets[:-1], offsets[1:]
+    framed = np.zeros(len(values), dtype=bool)
+    data = values.buffers()[2]
+    if data is None:
+        return framed
+    raw = np.frombuffer(data, dtype=np.uint8)
+    some = ends > starts
+    framed[some] = (raw[starts[some]] == ord("{")) & (raw[ends[some] - 1] == ord("}"))
+    return framed
 
 
 def _last_offsets(batch: pa.Table) -> dict[tuple[str, int], int]:
