@@ -6,17 +6,22 @@ what the Spark path lands. Casts that would not give it are refused (the Spark p
 from __future__ import annotations
 
 import io
+import json
 import math
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import fastavro
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from odradek.pipeline.arrow_lane import LaneSpec, run_task
 from odradek.pipeline.avro_arrow import decode_bodies
-from odradek.pipeline.jsontypes import to_arrow
+from odradek.pipeline.jsontypes import STRUCT, JType, to_arrow
 from odradek.pipeline.lane_avro import exact_cast
+from odradek.pipeline.registry_values import FramedDecoder, SchemaLookupError
 from odradek.pipeline.schema_mapping import avro_type, merge_declared
 
 INNER = {"type": "record", "name": "In", "fields": [{"name": "n", "type": "int"}]}
@@ -101,3 +106,62 @@ def test_an_integer_a_float_column_does_not_hold_exactly_fails_the_cast() -> Non
     assert exact_cast(pa.int64(), pa.float64())
     with pytest.raises(pa.ArrowInvalid):
         pa.array([2**53 + 1]).cast(pa.float64())
+
+
+class Registry(FramedDecoder):
+    """FramedDecoder over fixed schemas by id, as a registry would serve them."""
+
+    def __init__(self, schemas: dict[int, dict[str, Any]]) -> None:
+        super().__init__("http://registry.invalid")
+        self.schemas = schemas
+
+    def _get(self, path: str, **params: str) -> Any:
+        schema_id = int(path.rsplit("/", 1)[1])
+        if schema_id not in self.schemas:
+            raise SchemaLookupError("not found")
+        return self.schemas[schema_id]
+
+
+def framed(schema_id: int, raw: bytes) -> bytes:
+    return b"\x00" + schema_id.to_bytes(4, "big") + raw
+
+
+def run(registry: Registry, values: list[bytes | None], tmp_path: Path,
+        table: JType | None = None) -> tuple[list[dict[str, Any]], list[pa.Table]]:
+    n = len(values)
+    batch = pa.record_batch({
+        "key": pa.array([None] * n, pa.binary()), "value": pa.array(values, pa.binary()),
+        "topic": pa.array(["t"] * n), "partition": pa.array([0] * n, pa.int32()),
+        "offset": pa.array(range(n), pa.int64()),
+        "timestamp": pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC"))})
+    spec = LaneSpec(f"file://{tmp_path}/batch", table or JType(STRUCT, ()), 100, 65536,
+                    avro=registry)
+    answers = pa.Table.from_batches(list(run_task(spec, iter([batch])))).to_pylist()
+    files = [pq.read_table(a["path"].removeprefix("file://")) for a in answers
+             if a["kind"] == "file"]
+    return answers, files
+
+
+def test_a_version_whose_every_value_is_bad_adds_no_column(tmp_path: Path) -> None:
+    """The Spark path declares only the ids of values that decoded: so does the task."""
+    registry = Registry({1: {"schema": json.dumps(OLD)}, 2: {"schema": json.dumps(NEW)}})
+    good = body(OLD, {"i": 1, "f": None, "d": Decimal("1.00"), "r": {"n": 2}, "a": [],
+                      "m": {}, "s": "x"})
+    answers, files = run(registry, [framed(1, good), framed(2, b"\xff\xff"), None], tmp_path)
+    assert [a["offset"] for a in answers if a["kind"] == "id"] == [1]
+    assert [(a["offset"], a["error"][:24]) for a in answers if a["kind"] == "bad"] == [
+        (1, "not a record of schema 2")]
+    [file] = files
+    assert "extra" not in file.column_names
+    assert file.schema.field("i").type == pa.int32()  # version 1's type, as declared
+    assert file.column("s").to_pylist() == ["x", None]  # the tombstone: a row of nulls
+
+
+def test_a_schema_that_is_not_avro_hands_the_batch_over(tmp_path: Path) -> None:
+    registry = Registry({1: {"schema": json.dumps(OLD)}, 7: {
+        "schemaType": "JSON", "schema": json.dumps(
+            {"type": "object", "properties": {"a": {"type": "string"}}})}})
+    answers, files = run(registry, [framed(7, b"{}")], tmp_path)
+    assert [a["kind"] for a in answers] == ["fallback"] and files == []
+    assert "not Avro" in answers[0]["error"]
+    assert not list(tmp_path.rglob("*.parquet"))  # its files are gone

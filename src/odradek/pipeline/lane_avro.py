@@ -62,10 +62,18 @@ class RegistryTask(_Task):
         good = set(distinct(ids[keep & (ids >= 0)])) | self.good_ids
         if good != seen | self.good_ids:
             # an id whose every value here was bad: the batch's plan leaves it out (the
-            # Spark path declares the ids of good values), so this file must too
+            # Spark path declares the ids of good values), so this file must too; its
+            # values keep their reasons, the others are decoded again
             narrower = self._target(good)
             if narrower != target:
-                data, errors = self._decode(values, ids, narrower)
+                again = ~np.isin(ids, list(seen - good))
+                data, found = self._decode(values.filter(pa.array(again)), ids[again],
+                                           narrower)
+                where = np.flatnonzero(again)
+                errors = {**{i: why for i, why in errors.items() if not again[i]},
+                          **{int(where[j]): why for j, why in found.items()}}
+                keep = np.ones(len(values), bool)
+                keep[list(errors)] = False
         self.good_ids = good
         for i, why in errors.items():
             self._quarantine(batch, i, values[i].as_py())
