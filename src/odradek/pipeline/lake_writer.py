@@ -11,6 +11,11 @@ only a batch that brings something new is written again with its own plan (_one_
 A new table's first batch, and registry-decoded batches (their types come from the
 registry by schema id), are inferred first, then written.
 
+Before any of that, a JSON batch (arrow_lane) or a batch of registry-framed Avro values
+(lane_avro) goes through the Arrow lane: the Spark tasks decode and write the Parquet
+themselves and the driver commits; a batch the lane cannot land exactly as the Spark path
+would takes the Spark path.
+
 Records that are not JSON objects (or do not decode) are split off in the inference pass
 itself: the aggregate that infers the schema also collects them, and the driver appends
 them to the quarantine table with pyarrow. A batch without one runs no quarantine job and
@@ -203,8 +208,9 @@ class LakeWriter:
     # Load a batch for a table that has columns in one pass (see _one_pass); False: infer
     # first, then load, as every batch did before (bench.pipeline_lake --compare).
     one_pass = True
-    # Parse and write a JSON batch in the Spark tasks with pyarrow (arrow_lane); a batch
-    # the lane cannot land exactly as the Spark path would takes the Spark path.
+    # Parse and write a JSON batch (arrow_lane) or decode a registry-framed Avro one
+    # (lane_avro) in the Spark tasks with pyarrow; a batch the lane cannot land exactly as
+    # the Spark path would takes the Spark path.
     arrow_lane = True
 
     def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
