@@ -160,6 +160,8 @@ class LaneSpec:
     collect_bytes: int  # a bad record larger than this: likewise
     chunk_rows: int = 65_536  # records parsed per call of the JSON reader
     file_rows: int = 4_000_000  # a file is closed and another begun at this many rows
+    # registry-framed values: their registry_values.FramedDecoder (lane_avro's tasks)
+    avro: Any = None
 
 
 @dataclass
@@ -306,6 +308,10 @@ class _Task:
             self._close(w)
         return self.done
 
+    def answers(self) -> list[dict[str, Any]]:
+        """Rows a kind of task adds to its answer (lane_avro: the schema ids it saw)."""
+        return []
+
     def discard(self) -> None:
         for w in list(self.writers.values()):
             try:
@@ -385,6 +391,10 @@ def run_task(spec: LaneSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     fs.create_dir(root, recursive=True)
     explicit = pa.schema([pa.field(n, to_arrow(t)) for n, t in spec.table.fields])
     task = _Task(spec, explicit, fs, root)
+    if spec.avro is not None:
+        from odradek.pipeline.lane_avro import RegistryTask
+
+        task = RegistryTask(spec, explicit, fs, root)
     scheme = spec.base.split("://", 1)[0] + "://" if "://" in spec.base else ""
     pending: list[pa.RecordBatch] = []
     size = 0
@@ -409,6 +419,7 @@ def run_task(spec: LaneSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
                  arrow_schema=w.schema.serialize().to_pybytes()) for w in written]
     out += [_rows("bad", **b) for b in task.bad]
     out += [_rows("end", topic=t, partition=p, offset=o) for (t, p), o in task.ends.items()]
+    out += [_rows(**a) for a in task.answers()]
     if out:
         yield pa.RecordBatch.from_pylist(out, schema=_OUT)
 

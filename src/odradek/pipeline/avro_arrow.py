@@ -70,8 +70,8 @@ from odradek.pipeline.jsontypes import (
 from odradek.pipeline.registry_values import FramedDecoder, SchemaLookupError
 from odradek.pipeline.schema_mapping import avro_names
 
-__all__ = ["AvroPlan", "AvroUnsupported", "Bodies", "FramedAvro", "decode_bodies", "plan",
-           "strip_framing"]
+__all__ = ["NOT_FRAMED", "NOT_FRAMED_REASON", "NULL_VALUE", "AvroPlan", "AvroUnsupported",
+           "Bodies", "FramedAvro", "decode_bodies", "plan", "schema_ids", "strip_framing"]
 
 # a list, or an Arrow binary column
 Bodies: TypeAlias = Sequence[bytes] | pa.Array | pa.ChunkedArray
@@ -399,6 +399,36 @@ def strip_framing(values: pa.Array) -> pa.Array:
     return pc.binary_slice(values, 5, 2 ** 31 - 1)
 
 
+NULL_VALUE, NOT_FRAMED = -1, -2  # schema_ids' marks for a null value and an unframed one
+NOT_FRAMED_REASON = "not in Confluent's wire format (no magic byte and schema id)"
+
+
+def schema_ids(values: pa.Array) -> np.ndarray:
+    """Each value's schema id (int64), NULL_VALUE for a null value, NOT_FRAMED for a
+    value without Confluent's framing (shorter than 5 bytes or no magic byte)."""
+    heads = pc.binary_slice(values, 0, 5)
+    framed = pc.and_(pc.equal(pc.binary_length(heads), 5),
+                     pc.starts_with(heads.cast(pa.large_binary()), b"\x00"))
+    is_framed = np.asarray(pc.fill_null(framed, False).to_numpy(zero_copy_only=False))
+    out = np.full(len(values), NOT_FRAMED, np.int64)
+    out[np.asarray(values.is_null().to_numpy(zero_copy_only=False))] = NULL_VALUE
+    where = np.flatnonzero(is_framed)
+    if len(where):
+        # the 5-byte heads of the framed values, back to back: the id is bytes 1 to 4
+        packed = np.frombuffer(joined_values(heads.take(where).cast(pa.large_binary()))[0],
+                               np.uint8).reshape(-1, 5)
+        out[where] = packed[:, 1:].copy().view(">u4")[:, 0]
+    return out
+
+
+def distinct(ids: np.ndarray) -> list[int]:
+    """The distinct ids, sorted (a batch of one id, the common case, without a sort)."""
+    if len(ids) == 0:
+        return []
+    low, high = int(ids.min()), int(ids.max())
+    return [low] if low == high else [int(i) for i in np.unique(ids)]
+
+
 class FramedAvro:
     """Confluent-framed Avro values (a Kafka value column) into the table's columns, each
     value by its schema id through `decoder`'s registry: what the lane needs around
@@ -412,30 +442,28 @@ class FramedAvro:
         self.target = target
         self._plans: dict[int, AvroPlan] = {}
 
-    def decode(self, values: Bodies) -> tuple[pa.Table, dict[int, str]]:
+    def decode(self, values: Bodies, ids: np.ndarray | None = None
+               ) -> tuple[pa.Table, dict[int, str]]:
+        """`ids`: schema_ids(values), when the caller has them already."""
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         arr = values if isinstance(values, pa.Array) else pa.array(values, pa.large_binary())
-        heads = pc.binary_slice(arr, 0, 5)
-        framed = pc.and_(pc.equal(pc.binary_length(heads), 5),
-                         pc.starts_with(heads.cast(pa.large_binary()), b"\x00"))
         errors: dict[int, str] = {}
         parts: list[tuple[np.ndarray, pa.Table]] = []
         nulls = np.flatnonzero(np.asarray(arr.is_null().to_numpy(zero_copy_only=False)))
         if len(nulls):
             parts.append((nulls, pa.table({n: pa.nulls(len(nulls), to_arrow(t))
                                            for n, t in self.target.fields})))
-        is_framed = np.asarray(pc.fill_null(framed, False).to_numpy(zero_copy_only=False))
-        for i in np.flatnonzero(~is_framed & arr.is_valid().to_numpy(zero_copy_only=False)):
-            errors[int(i)] = "not in Confluent's wire format (no magic byte and schema id)"
-        where = np.flatnonzero(is_framed)
-        # the 5-byte heads of the framed values, back to back: the id is bytes 1 to 4
-        packed = np.frombuffer(joined_values(heads.take(where).cast(pa.large_binary()))[0],
-                               np.uint8).reshape(-1, 5)
-        ids = packed[:, 1:].copy().view(">u4")[:, 0]
-        for schema_id in np.unique(ids):
-            rows = where[ids == schema_id]
-            why, decoded = self._group(int(schema_id), arr.take(rows))
+        every = schema_ids(arr) if ids is None else ids
+        for i in np.flatnonzero(every == NOT_FRAMED):
+            errors[int(i)] = NOT_FRAMED_REASON
+        where = np.flatnonzero(every >= 0)
+        framed_ids = every[where]
+        seen = distinct(framed_ids)
+        for schema_id in seen:
+            rows = where if len(seen) == 1 else where[framed_ids == schema_id]
+            why, decoded = self._group(schema_id, arr if len(rows) == len(arr)
+                                       else arr.take(rows))
             if why is not None:
                 errors.update((int(i), why) for i in rows)
                 continue

@@ -11,6 +11,11 @@ only a batch that brings something new is written again with its own plan (_one_
 A new table's first batch, and registry-decoded batches (their types come from the
 registry by schema id), are inferred first, then written.
 
+Before any of that, a JSON batch (arrow_lane) or a batch of registry-framed Avro values
+(lane_avro) goes through the Arrow lane: the Spark tasks decode and write the Parquet
+themselves and the driver commits; a batch the lane cannot land exactly as the Spark path
+would takes the Spark path.
+
 Records that are not JSON objects (or do not decode) are split off in the inference pass
 itself: the aggregate that infers the schema also collects them, and the driver appends
 them to the quarantine table with pyarrow. A batch without one runs no quarantine job and
@@ -82,6 +87,7 @@ from odradek.pipeline.lake_catalog import (
     quarantine_identifier,
     with_retry,
 )
+from odradek.pipeline.lane_avro import lane_ids, narrower, registry_plan
 from odradek.pipeline.offsets import offsets_to_json
 from odradek.pipeline.options import SourceOptions
 from odradek.pipeline.range_reader import (
@@ -89,6 +95,7 @@ from odradek.pipeline.range_reader import (
     SPARK_SCHEMA_WITH_HEADERS,
     read_ranges,
 )
+from odradek.pipeline.registry_values import FramedDecoder
 from odradek.pipeline.schema_merge import (
     Conflict,
     MergePlan,
@@ -208,8 +215,9 @@ class LakeWriter:
     # Load a batch for a table that has columns in one pass (see _one_pass); False: infer
     # first, then load, as every batch did before (bench.pipeline_lake --compare).
     one_pass = True
-    # Parse and write a JSON batch in the Spark tasks with pyarrow (arrow_lane); a batch
-    # the lane cannot land exactly as the Spark path would takes the Spark path.
+    # Parse and write a JSON batch (arrow_lane) or decode a registry-framed Avro one
+    # (lane_avro) in the Spark tasks with pyarrow; a batch the lane cannot land exactly as
+    # the Spark path would takes the Spark path.
     arrow_lane = True
 
     def __init__(self, config: LakeConfig, table: str, checkpoint: Path | None = None,
@@ -274,7 +282,8 @@ class LakeWriter:
 
         current = _data_type(table)
         ranges = "startOffset" in df.columns
-        if self.arrow_lane and self.avro is None and lane_type(current):
+        registry = isinstance(self.avro, FramedDecoder)
+        if self.arrow_lane and (registry or (self.avro is None and lane_type(current))):
             landed = self._lane(df, table, current, batch_id, query_id, result, lap)
             if landed is not None:
                 return landed
@@ -314,8 +323,9 @@ class LakeWriter:
         was committed, and its files are gone)."""
         base = self._data_path(table, query_id, batch_id)
         _remove(base)  # an earlier attempt's files
+        registry = self.avro if isinstance(self.avro, FramedDecoder) else None
         spec = LaneSpec(base, current, max(int(self.quarantine_collect_rows), 0),
-                        int(self.quarantine_collect_bytes))
+                        int(self.quarantine_collect_bytes), avro=registry)
         if "startOffset" in df.columns:  # offset ranges: the tasks read the records
             tasks = df.mapInArrow(functools.partial(run_ranges, spec, self._source()),
                                   OUT_SCHEMA)
@@ -332,11 +342,22 @@ class LakeWriter:
         if not reasons:
             schemas = [pa.ipc.read_schema(pa.py_buffer(a["arrow_schema"])) for a in files]
             try:
-                plan = plan_merge(current, batch_type(schemas, current))
+                plan = (plan_merge(current, batch_type(schemas, current)) if registry is None
+                        else registry_plan(registry, current, lane_ids(answers)))
             except Fallback as e:
                 reasons.append(str(e))
             if plan is not None and plan.conflicts:
                 reasons.append(f"a conflict on {plan.conflicts[0].column}")
+            if plan is not None and registry is not None:
+                reasons += narrower(schemas, plan)
+        paths: list[str] = []
+        if not reasons and plan is not None:
+            try:
+                paths = [conform(a["path"], s, plan.table)
+                         for a, s in zip(files, schemas, strict=True)]
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                # a safe cast refuses an integer a float column does not hold exactly
+                reasons.append(f"a lane file is not cast exactly into the plan's: {e}")
         if reasons or plan is None:
             _remove(base)
             log.info("batch %d of %s takes the Spark path: %s", batch_id, self.table_name,
@@ -345,8 +366,6 @@ class LakeWriter:
         if good + len(bad) == 0:
             _remove(base)
             return result
-        paths = [conform(a["path"], s, plan.table)
-                 for a, s in zip(files, schemas, strict=True)]
         end_offsets = (checkpoint_offsets(self.checkpoint, batch_id)
                        if self.checkpoint is not None else None)
         if end_offsets is None:
@@ -371,6 +390,7 @@ class LakeWriter:
         source = self._source()
         schema = SPARK_SCHEMA_WITH_HEADERS if source.include_headers else SPARK_SCHEMA
         return ranges.mapInArrow(functools.partial(read_ranges, source), schema)
+
 
     def _one_pass(self, parsed: DataFrame, table: Table, current: JType, batch_id: int,
                   query_id: str, result: BatchResult, lap: Callable[[str], None]) -> BatchResult:
