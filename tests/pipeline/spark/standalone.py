@@ -123,6 +123,7 @@ class EventLog:
     """What the application's event log (spark.eventLog.*) says about where tasks ran."""
 
     records_read: dict[str, int] = field(default_factory=dict)  # per executor id
+    tasks: dict[str, int] = field(default_factory=dict)  # tasks ended, per executor id
     executors_added: int = 0
     tasks_lost: int = 0  # tasks that failed because their executor went away
 
@@ -143,6 +144,7 @@ class EventLog:
                 metrics = event.get("Task Metrics") or {}
                 records = int(metrics.get("Input Metrics", {}).get("Records Read", 0))
                 out.records_read[executor] = out.records_read.get(executor, 0) + records
+                out.tasks[executor] = out.tasks.get(executor, 0) + 1
         return out
 
 

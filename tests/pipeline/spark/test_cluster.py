@@ -1,6 +1,7 @@
 """`odradek lake ingest --master spark://…` on a real Spark standalone cluster (a master and
-a worker JVM from the pyspark package, on loopback) against a real broker: the source's
-partitions are read by the executors, not the driver, and every record lands exactly once,
+a worker JVM from the pyspark package, on loopback) against a real broker: the batches'
+offset ranges and their records are read by tasks on the executors, not the driver, and
+every record lands exactly once,
 also when the executor JVM is killed while it runs a task of the ingest."""
 
 from __future__ import annotations
@@ -89,9 +90,12 @@ def _ingest_on_the_cluster(cluster: Cluster, bootstrap: str, tmp_path: Path,
     assert _table_rows(lake) == sorted((i % partitions, i // partitions)
                                        for i in range(records))
     seen = EventLog.read(events)
-    # every record came out of a task on an executor JVM, none on the driver
-    assert seen.records_read.get("driver", 0) == 0, seen
-    assert sum(seen.records_read.values()) >= records, seen
+    # every batch's offset ranges were read by tasks on an executor JVM, none on the
+    # driver, and the lane's tasks (which read the ranges' records from the broker and
+    # write the Parquet) ran there too: a task a range, each batch
+    assert seen.records_read.get("driver", 0) == 0 and seen.tasks.get("driver", 0) == 0, seen
+    assert sum(seen.records_read.values()) >= batches, seen
+    assert sum(seen.tasks.values()) >= batches * partitions, seen
     if kill_executor:
         # the kill hit a running task, and the worker started a new executor in its place
         assert seen.tasks_lost >= 1 and seen.executors_added >= 2, seen
