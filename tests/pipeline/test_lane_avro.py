@@ -20,7 +20,7 @@ import pytest
 from odradek.pipeline.arrow_lane import LaneSpec, run_task
 from odradek.pipeline.avro_arrow import decode_bodies
 from odradek.pipeline.jsontypes import STRUCT, JType, to_arrow
-from odradek.pipeline.lane_avro import exact_cast
+from odradek.pipeline.lane_avro import RegistryTask, exact_cast
 from odradek.pipeline.registry_values import FramedDecoder, SchemaLookupError
 from odradek.pipeline.schema_mapping import avro_type, merge_declared
 
@@ -135,7 +135,7 @@ def run(registry: Registry, values: list[bytes | None], tmp_path: Path,
         "offset": pa.array(range(n), pa.int64()),
         "timestamp": pa.array([1_700_000_000_000_000] * n, pa.timestamp("us", tz="UTC"))})
     spec = LaneSpec(f"file://{tmp_path}/batch", table or JType(STRUCT, ()), 100, 65536,
-                    avro=registry)
+                    avro=registry, task=RegistryTask)
     answers = pa.Table.from_batches(list(run_task(spec, iter([batch])))).to_pylist()
     files = [pq.read_table(a["path"].removeprefix("file://")) for a in answers
              if a["kind"] == "file"]

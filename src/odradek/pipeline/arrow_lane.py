@@ -160,8 +160,11 @@ class LaneSpec:
     collect_bytes: int  # a bad record larger than this: likewise
     chunk_rows: int = 65_536  # records parsed per call of the JSON reader
     file_rows: int = 4_000_000  # a file is closed and another begun at this many rows
-    # registry-framed values: their registry_values.FramedDecoder (lane_avro's tasks)
+    # registry-framed values: their registry_values.FramedDecoder, and the kind of task
+    # that decodes them (lane_avro.RegistryTask; pickled by name, so this module needs
+    # no import of it)
     avro: Any = None
+    task: Any = None
 
 
 @dataclass
@@ -390,11 +393,7 @@ def run_task(spec: LaneSpec, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     fs, root = pafs.FileSystem.from_uri(spec.base)
     fs.create_dir(root, recursive=True)
     explicit = pa.schema([pa.field(n, to_arrow(t)) for n, t in spec.table.fields])
-    task = _Task(spec, explicit, fs, root)
-    if spec.avro is not None:
-        from odradek.pipeline.lane_avro import RegistryTask
-
-        task = RegistryTask(spec, explicit, fs, root)
+    task = (spec.task or _Task)(spec, explicit, fs, root)
     scheme = spec.base.split("://", 1)[0] + "://" if "://" in spec.base else ""
     pending: list[pa.RecordBatch] = []
     size = 0

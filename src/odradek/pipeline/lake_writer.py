@@ -87,7 +87,7 @@ from odradek.pipeline.lake_catalog import (
     quarantine_identifier,
     with_retry,
 )
-from odradek.pipeline.lane_avro import lane_ids, narrower, registry_plan
+from odradek.pipeline.lane_avro import RegistryTask, lane_ids, narrower, registry_plan
 from odradek.pipeline.offsets import offsets_to_json
 from odradek.pipeline.options import SourceOptions
 from odradek.pipeline.range_reader import (
@@ -325,7 +325,8 @@ class LakeWriter:
         _remove(base)  # an earlier attempt's files
         registry = self.avro if isinstance(self.avro, FramedDecoder) else None
         spec = LaneSpec(base, current, max(int(self.quarantine_collect_rows), 0),
-                        int(self.quarantine_collect_bytes), avro=registry)
+                        int(self.quarantine_collect_bytes), avro=registry,
+                        task=RegistryTask if registry is not None else None)
         if "startOffset" in df.columns:  # offset ranges: the tasks read the records
             tasks = df.mapInArrow(functools.partial(run_ranges, spec, self._source()),
                                   OUT_SCHEMA)
