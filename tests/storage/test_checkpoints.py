@@ -92,3 +92,27 @@ def test_clean_shutdown_marker_is_kafka_json(tmp_path: Path) -> None:
     manager.shutdown(broker_epoch=12)
     marker = json.loads((tmp_path / "d" / ".kafka_cleanshutdown").read_text())
     assert marker == {"version": "0", "broker_epoch": "12"}
+
+
+def test_new_partitions_synced_without_descriptors_wait_and_their_dir_stays_online(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from odradek.storage import dir_checkpoints
+
+    new = tmp_path / "t-0"
+    new.mkdir()
+    failed: list[Path] = []
+
+    def out_of_descriptors(path: Path) -> None:
+        raise OSError(errno.EMFILE, "Too many open files", str(path))
+
+    monkeypatch.setattr(dir_checkpoints, "fsync_dir", out_of_descriptors)
+    retry, exhausted = dir_checkpoints.sync_new([new], set(),
+                                                lambda d, e: failed.append(d))
+    # running out of descriptors is not a failed disk: the dir is not failed, and the
+    # partition is synced on the next pass
+    assert failed == [] and retry == {new} and exhausted is not None
+    monkeypatch.undo()
+    assert dir_checkpoints.sync_new(retry, set(), lambda d, e: failed.append(d)) == (set(), None)
+    assert failed == []

@@ -24,6 +24,7 @@ from odradek.storage.checkpoints import (
     fsync_file,
     write_offsets,
 )
+from odradek.storage.descriptors import is_exhausted
 from odradek.storage.log import Log
 
 
@@ -54,10 +55,16 @@ class DirCheckpoints:
 
 
 def sync_new(paths: Iterable[Path], offline: Container[Path],
-             failed: Callable[[Path, OSError], None]) -> None:
+             failed: Callable[[Path, OSError], None]) -> tuple[set[Path], OSError | None]:
     """fsync what `LogManager.create(durable=False)` left unsynced: each new
-    partition's metadata file and dir, then each parent dir once."""
-    parents: set[Path] = set()
+    partition's metadata file and dir, then each parent dir once.
+
+    Running out of file descriptors is not the disk's fault: what could not be synced
+    for want of one is returned (with the error) to be synced on the next pass, and its
+    dir stays online."""
+    parents: dict[Path, Path] = {}
+    retry: set[Path] = set()
+    exhausted: OSError | None = None
     for path in paths:
         if path.parent in offline or not path.exists():
             continue  # deleted meanwhile, or its dir failed
@@ -65,13 +72,22 @@ def sync_new(paths: Iterable[Path], offline: Container[Path],
             with contextlib.suppress(FileNotFoundError):
                 fsync_file(path / PARTITION_METADATA)
             fsync_dir(path)
-            parents.add(path.parent)
+            parents.setdefault(path.parent, path)
         except FileNotFoundError:
             continue
         except OSError as exc:
-            failed(path.parent, exc)
-    for directory in parents:
+            if is_exhausted(exc):
+                retry.add(path)
+                exhausted = exc
+            else:
+                failed(path.parent, exc)
+    for directory, path in parents.items():
         try:
             fsync_dir(directory)
         except OSError as exc:
-            failed(directory, exc)
+            if is_exhausted(exc):
+                retry.add(path)  # its pass syncs the dir again
+                exhausted = exc
+            else:
+                failed(directory, exc)
+    return retry, exhausted

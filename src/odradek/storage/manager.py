@@ -394,7 +394,10 @@ class LogManager(LogDeletions):
     def sync_created(self) -> None:
         """fsync what `create(durable=False)` left unsynced."""
         pending, self._unsynced = self._unsynced, set()
-        sync_new(pending, self.offline_dirs, self._dir_failed)
+        retry, exhausted = sync_new(pending, self.offline_dirs, self._dir_failed)
+        if exhausted is not None:
+            self.descriptor_warnings.refused("partition syncs", exhausted)
+            self._unsynced |= retry
 
     def delete_records(self, topic: str, partition: int, offset: int) -> int:
         """DeleteRecords: move the log start to `offset` (-1: the high watermark) and
