@@ -160,3 +160,8 @@ def test_a_sliced_batch_is_read_from_its_own_values(tmp_path: Path) -> None:
     answers = run(tmp_path, [batch])
     assert written(answers)["a"].to_pylist() == [1, 3]
     assert [a["raw"] for a in answers if a["kind"] == "bad"] == [b'{"a":2']
+
+
+def test_a_field_named_like_a_kafka_column_goes_to_the_spark_path(tmp_path: Path) -> None:
+    [answer] = run(tmp_path, [records([b'{"_offset":1,"a":2}'])])
+    assert answer["kind"] == "fallback" and "_offset" in answer["error"]

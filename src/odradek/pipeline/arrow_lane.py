@@ -360,6 +360,9 @@ def _concat(parts: list[pa.Table], table_t: JType) -> pa.Table:
     if not parts:
         return pa.table({})
     types = [table_columns(p.schema, table_t) for p in parts]
+    clash = [n for t in types for n in t.names() if n in META]
+    if clash:
+        raise Fallback(f"a field named {clash[0]}, as a Kafka column of the table")
     merged = types[0]
     for t in types[1:]:
         merged = canonical(union(merged, t), table_t)

@@ -339,6 +339,8 @@ class LakeWriter:
         files = [a for a in answers if a["kind"] == "file"]
         bad = [a.asDict() for a in answers if a["kind"] == "bad"]
         good = sum(int(a["rows"]) for a in files)
+        if len(bad) > self.quarantine_collect_rows:  # each task kept within it; all together not
+            reasons.append("more bad records than the driver collects")
         plan: MergePlan | None = None
         if not reasons:
             schemas = [pa.ipc.read_schema(pa.py_buffer(a["arrow_schema"])) for a in files]

@@ -53,14 +53,17 @@ def landed(lake: LakeConfig) -> dict[str, Any]:
 
 
 def run_both(spark: SparkSession, bootstrap: str, lake_dir: Path, name: str,
-             monkeypatch: pytest.MonkeyPatch) -> dict[bool, list[BatchResult]]:
+             monkeypatch: pytest.MonkeyPatch,
+             schema_registry: str | None = None,
+             table: str = TABLE) -> dict[bool, list[BatchResult]]:
+    """The topic ingested into two lakes, with the lane and without it."""
     results: dict[bool, list[BatchResult]] = {}
     for lane in (True, False):
         monkeypatch.setattr(LakeWriter, "arrow_lane", lane)
-        job = IngestJob(bootstrap=bootstrap, table=TABLE,
+        job = IngestJob(bootstrap=bootstrap, table=table,
                         lake=LakeConfig.local(lake_dir / str(lane)),
                         checkpoint=lake_dir / str(lane) / "ckpt", topics=[name],
-                        available_now=True)
+                        available_now=True, schema_registry=schema_registry)
         results[lane] = ingest(spark, job)
     return results
 

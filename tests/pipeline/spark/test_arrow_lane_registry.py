@@ -23,12 +23,11 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyspark.sql import SparkSession
 
 from odradek.pipeline import arrow_lane, lake_writer
-from odradek.pipeline.ingest import IngestJob
 from odradek.pipeline.jsontypes import JType
 from odradek.pipeline.lake_catalog import LakeConfig, open_catalog
-from odradek.pipeline.lake_writer import BatchResult, LakeWriter
 from tests.pipeline.helpers import create_topic, produce_values, topic
-from tests.pipeline.spark.test_lake import ingest, scan
+from tests.pipeline.spark.test_arrow_lane import run_both
+from tests.pipeline.spark.test_lake import scan
 from tests.registry.conftest import RegistryProcess
 
 TABLE = "iot.lane_registered"
@@ -79,19 +78,6 @@ def landed(lake: LakeConfig) -> dict[str, Any]:
             "quarantine": quarantine, "conflicts": conflicts}
 
 
-def run_both(spark: SparkSession, bootstrap: str, lake_dir: Path, name: str, url: str,
-             monkeypatch: pytest.MonkeyPatch) -> dict[bool, list[BatchResult]]:
-    results: dict[bool, list[BatchResult]] = {}
-    for lane in (True, False):
-        monkeypatch.setattr(LakeWriter, "arrow_lane", lane)
-        job = IngestJob(bootstrap=bootstrap, table=TABLE,
-                        lake=LakeConfig.local(lake_dir / str(lane)),
-                        checkpoint=lake_dir / str(lane) / "ckpt", topics=[name],
-                        available_now=True, schema_registry=url)
-        results[lane] = ingest(spark, job)
-    return results
-
-
 @pytest.mark.timeout(900)  # four ingests and a registry, however slow the machine
 def test_the_lane_lands_registry_avro_as_the_spark_path_does(
         spark: SparkSession, bootstrap: str, registry: RegistryProcess, lake_dir: Path,
@@ -125,7 +111,7 @@ def test_the_lane_lands_registry_avro_as_the_spark_path_does(
         return path
 
     monkeypatch.setattr(lake_writer, "conform", conform)
-    results = run_both(spark, bootstrap, lake_dir, name, registry.url, monkeypatch)
+    results = run_both(spark, bootstrap, lake_dir, name, monkeypatch, registry.url, TABLE)
     [lane] = results[True]
     assert "lane" in lane.timings  # the lane took the batch: no Spark pass of its own
     assert "infer" not in lane.timings and "write" not in lane.timings
@@ -147,7 +133,7 @@ def test_the_lane_lands_registry_avro_as_the_spark_path_does(
     # a later batch of version 1 alone lands in the table's wider columns
     produce_values(bootstrap, name, [first(reading(i), ctx) or b"" for i in range(30, 33)],
                    partition=0)
-    later = run_both(spark, bootstrap, lake_dir, name, registry.url, monkeypatch)
+    later = run_both(spark, bootstrap, lake_dir, name, monkeypatch, registry.url, TABLE)
     [lane] = later[True]
     assert "lane" in lane.timings and "write" not in lane.timings
     assert landed(lakes[True]) == landed(lakes[False])
@@ -165,7 +151,7 @@ def test_json_schema_values_take_the_spark_path(
     ctx = SerializationContext(name, MessageField.VALUE)
     produce_values(bootstrap, name, [serialize({"id": f"j{i}", "n": i}, ctx) or b""
                                      for i in range(3)])
-    results = run_both(spark, bootstrap, lake_dir, name, registry.url, monkeypatch)
+    results = run_both(spark, bootstrap, lake_dir, name, monkeypatch, registry.url, TABLE)
     [handed] = results[True]
     assert "lane" in handed.timings and "write" in handed.timings
     assert handed.rows == 3
