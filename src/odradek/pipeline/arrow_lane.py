@@ -189,8 +189,7 @@ class _Task:
     ends: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def chunk(self, batch: pa.Table) -> None:
-        for (topic, partition), last in _last_offsets(batch).items():
-            self.ends[(topic, partition)] = max(self.ends.get((topic, partition), -1), last)
+        self._note_ends(batch)
         values = batch.column("value").combine_chunks()
         filled = pc.fill_null(values, b"{}")  # a tombstone lands as a row of nulls
         keep = _framed(filled)
@@ -203,6 +202,12 @@ class _Task:
             rows = pc.filter(rows, mask)
         if rows.num_rows:
             self._write(rows, data)
+
+    def _note_ends(self, batch: pa.Table) -> None:
+        """The last offset the task saw per partition (the batch's end without a
+        checkpoint)."""
+        for (topic, partition), last in _last_offsets(batch).items():
+            self.ends[(topic, partition)] = max(self.ends.get((topic, partition), -1), last)
 
     def _suspect(self, batch: pa.Table, i: int, raw: bytes) -> None:
         if classify(raw):

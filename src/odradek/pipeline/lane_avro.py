@@ -82,14 +82,6 @@ class RegistryTask(_Task):
         if rows.num_rows:
             self._write(rows, data)
 
-    def _note_ends(self, batch: pa.Table) -> None:
-        grouped = batch.select(["topic", "partition", "offset"]).group_by(
-            ["topic", "partition"]).aggregate([("offset", "max")])
-        for t, p, o in zip(grouped.column("topic").to_pylist(),
-                           grouped.column("partition").to_pylist(),
-                           grouped.column("offset_max").to_pylist(), strict=True):
-            self.ends[(t, p)] = max(self.ends.get((t, p), -1), o)
-
     def _target(self, ids: set[int]) -> JType:
         """The columns the values of these ids land in: the plan's table."""
         for schema_id in ids:
@@ -127,7 +119,6 @@ class RegistryTask(_Task):
 def lane_ids(answers: Sequence[Any]) -> set[int]:
     """The schema ids the tasks decoded good values with (their answer rows)."""
     return {int(a["offset"]) for a in answers if a["kind"] == "id"}
-
 
 
 def exact_cast(source: pa.DataType, target: pa.DataType) -> bool:
